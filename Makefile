@@ -1,0 +1,46 @@
+# Two commands set everything up: `make demo` (quickstart experiments) and `make test` (the suite).
+# Both call `make install`, which creates .venv with Python >= 3.12 and installs pinned versions.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= runs/demo
+
+.PHONY: install demo test test-all bench clean
+
+# First interpreter >= 3.12 that actually runs: python3.12, python3.13, then pyenv's latest 3.12.
+define find_python
+for c in python3.12 python3.13 python3; do \
+  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then command -v $$c; exit 0; fi; \
+done; \
+if command -v pyenv >/dev/null 2>&1; then \
+  v=$$(pyenv latest 3.12 2>/dev/null) && p="$$(pyenv prefix $$v 2>/dev/null)/bin/python" && [ -x "$$p" ] && { echo "$$p"; exit 0; }; \
+fi; exit 1
+endef
+
+$(STAMP): pyproject.toml constraints.txt
+	@if [ ! -x $(PY) ]; then \
+	  base=$$( $(find_python) ) || { echo "error: no Python >= 3.12 found (tried python3.12, python3.13, python3, pyenv 3.12); install one and rerun" >&2; exit 1; }; \
+	  echo "creating $(VENV) with $$base"; "$$base" -m venv $(VENV); \
+	fi
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' || { echo "error: $(VENV) uses Python < 3.12; delete it and rerun" >&2; exit 1; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) -m experiments.demo --workdir=$(DEMO_DIR)
+
+test: install
+	$(PY) -m pytest
+
+test-all: install
+	$(PY) -m pytest -m ''
+
+bench: install
+	$(PY) -m benchmarks.loop_overhead
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,25 @@
+"""Explicit keys: one config seed is the root of every random stream."""
+
+import jax
+import numpy as np
+
+__all__ = ["root_key", "named_split", "process_seed", "numpy_rng"]
+
+
+def root_key(seed: int) -> jax.Array:
+  return jax.random.key(seed)
+
+
+def named_split(rng: jax.Array, *names: str) -> dict[str, jax.Array]:
+  """Splits a key by purpose, so no key is reused for two things."""
+  return dict(zip(names, jax.random.split(rng, len(names))))
+
+
+def process_seed(seed: int, process_index: int) -> int:
+  """Per-process data seed, stable across restarts."""
+  return int(np.random.SeedSequence([seed, process_index]).generate_state(1)[0])
+
+
+def numpy_rng(seed: int, *streams: int) -> np.random.Generator:
+  """A seeded numpy Generator for host-side data work (never the global np.random)."""
+  return np.random.default_rng([seed, *streams])

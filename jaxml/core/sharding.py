@@ -1,0 +1,114 @@
+"""Meshes, shardings and placement: the only place arrays meet devices."""
+
+import re
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+__all__ = ["DATA", "MODEL", "make_mesh", "replicated", "batch_sharding", "shard_batch",
+           "replicate", "state_shardings", "compile_train_step", "local_rows"]
+
+DATA = "data"
+MODEL = "model"
+
+
+def make_mesh(num_data: int | None = None, num_model: int = 1) -> Mesh:
+  """A ('data',) or ('data', 'model') mesh over all devices, Auto axis types.
+
+  jax's default axis type became Explicit, under which some optax losses reject
+  batch-sharded integer labels; Auto keeps the single global view of `jit`.
+  """
+  n = num_data or jax.device_count() // num_model
+  if num_model == 1:
+    return jax.make_mesh((n,), (DATA,), axis_types=(AxisType.Auto,))
+  return jax.make_mesh((n, num_model), (DATA, MODEL), axis_types=(AxisType.Auto,) * 2)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P(DATA))
+
+
+def local_rows(global_rows: int) -> tuple[int, int]:
+  """(start, stop) of this process's rows of a global batch of `global_rows`."""
+  count, index = jax.process_count(), jax.process_index()
+  if global_rows % count:
+    raise ValueError(f"global batch {global_rows} is not divisible by {count} processes")
+  per = global_rows // count
+  return index * per, (index + 1) * per
+
+
+def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bool = True) -> Any:
+  """Numpy batch -> global jax arrays, rows split on the 'data' axis.
+
+  With `process_local` each process passes only its own rows (multi-host); with a single
+  process that is the whole batch. `shard=False` replicates every leaf instead (full-batch
+  graph training, tiny eval sets); then every process must pass the same full arrays.
+  """
+  if not shard:
+    sharding = replicated(mesh)
+    return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), np.shape(x)), batch)
+  sharding = batch_sharding(mesh)
+  n_data = mesh.shape[DATA]
+
+  def put(x):
+    x = np.asarray(x)
+    global_rows = x.shape[0] * (jax.process_count() if process_local else 1)
+    if global_rows % n_data:
+      raise ValueError(f"batch of {global_rows} rows does not divide over {n_data} data shards; "
+                       "pick a batch size that is a multiple of the device count")
+    if not process_local:
+      start, stop = local_rows(x.shape[0])
+      x = x[start:stop]
+    return jax.make_array_from_process_local_data(sharding, x, (global_rows,) + x.shape[1:])
+
+  return jax.tree.map(put, batch)
+
+
+def state_shardings(state: Any, mesh: Mesh, rules: list[tuple[str, P]] | None = None) -> Any:
+  """NamedSharding per leaf: replicated unless a regex rule over the leaf path says otherwise.
+
+  The hook for models that outgrow one device: e.g. `[(r"Dense_\\d+/kernel", P(None, "model"))]`
+  on a ('data', 'model') mesh shards those kernels; no method code changes.
+  """
+  rules = rules or []
+
+  def pick(path, _):
+    name = "/".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
+    for pattern, spec in rules:
+      if re.search(pattern, name):
+        return NamedSharding(mesh, spec)
+    return NamedSharding(mesh, P())
+
+  return jax.tree_util.tree_map_with_path(pick, state)
+
+
+def replicate(tree: Any, mesh: Mesh, shardings: Any = None) -> Any:
+  """Places a host or device pytree with the given shardings (replicated by default).
+
+  Every process must hold the same values (true for state built from the same seed).
+  """
+  shardings = shardings if shardings is not None else jax.tree.map(lambda _: replicated(mesh), tree)
+
+  def put(x, s):
+    x = np.asarray(jax.device_get(x)) if jax.process_count() > 1 else x
+    if jax.process_count() > 1:
+      return jax.make_array_from_callback(x.shape, s, lambda idx: x[idx])
+    return jax.device_put(x, s)
+
+  return jax.tree.map(put, tree, shardings)
+
+
+def compile_train_step(train_step: Callable, state_shardings_tree: Any, mesh: Mesh, *,
+                       shard_batch_rows: bool = True) -> Callable:
+  """jit with explicit in/out shardings; the state is donated (updated in place)."""
+  data = batch_sharding(mesh) if shard_batch_rows else replicated(mesh)
+  return jax.jit(train_step,
+                 in_shardings=(state_shardings_tree, data),
+                 out_shardings=(state_shardings_tree, replicated(mesh)),
+                 donate_argnums=0)

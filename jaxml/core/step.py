@@ -1,0 +1,57 @@
+"""Train and eval step factories: a loss and an optimizer in, a pure step out."""
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxml.core.train_state import TrainState
+from jaxml.core.types import Batch, EvalFn, LossFn, Metrics
+
+__all__ = ["make_train_step", "make_eval_step", "step_rng"]
+
+
+def step_rng(state: TrainState) -> jax.Array:
+  """A fresh key per step that is reproducible after a restart: fold_in(root, step)."""
+  return jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+
+
+def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
+                    ema_decay: float | None = None,
+                    uses_extra: bool = False) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
+  """Returns `train_step(state, batch) -> (state, metrics)`; pure and un-jitted.
+
+  Args:
+    loss_fn: `loss_fn(params, batch, rng) -> (loss, aux)`, or with `uses_extra`
+      `loss_fn(params, batch, rng, extra)`; aux is a dict of scalars.
+    optimizer: any optax transformation (frozen sub-trees via `core.optim.freeze`).
+    ema_decay: if set, `state.ema_params` tracks `decay * ema + (1 - decay) * params`.
+    uses_extra: pass `state.extra` (hook-owned, non-trainable) to the loss.
+  """
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+  def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
+    rng = step_rng(state)
+    args = (state.params, batch, rng) + ((state.extra,) if uses_extra else ())
+    (loss, aux), grads = grad_fn(*args)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    ema = state.ema_params
+    if ema_decay is not None:
+      ema = jax.tree.map(lambda e, p: ema_decay * e + (1.0 - ema_decay) * p, ema, params)
+    state = state.replace(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema)
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **aux}
+    return state, jax.tree.map(jnp.asarray, metrics)
+
+  return train_step
+
+
+def make_eval_step(eval_fn: EvalFn, *, use_ema: bool = False) -> Callable[[TrainState, Batch], Metrics]:
+  """Returns `eval_step(state, batch) -> metrics` evaluating params (or the EMA copy)."""
+
+  def eval_step(state: TrainState, batch: Batch) -> Metrics:
+    params = state.ema_params if use_ema else state.params
+    return eval_fn(params, batch)
+
+  return eval_step

@@ -1,0 +1,5 @@
+"""Shared Flax Linen modules; no training logic here."""
+
+from jaxml.nn.mlp import MLP
+
+__all__ = ["MLP"]
