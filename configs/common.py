@@ -1,0 +1,47 @@
+"""Shared config pieces: the base sections every experiment has, and preset-argument parsing."""
+
+import ml_collections
+
+__all__ = ["base_config", "parse_arg"]
+
+
+def parse_arg(arg: str | None, presets: tuple[str, ...], **defaults):
+  """Parses "preset:key=value,key=value" (big_vision style) into (preset, ConfigDict).
+
+  The first preset is the default. Values keep the type of their default (int, float,
+  bool, str); unknown keys and unknown presets are errors, not silent typos.
+  """
+  arg = arg or presets[0]
+  preset, _, rest = arg.partition(":")
+  if preset not in presets:
+    raise ValueError(f"unknown preset {preset!r}; expected one of {', '.join(presets)}")
+  values = dict(defaults)
+  for item in filter(None, rest.split(",")):
+    key, sep, raw = item.partition("=")
+    if not sep:
+      raise ValueError(f"config argument {item!r} is not key=value")
+    if key not in defaults:
+      raise ValueError(f"unknown config argument {key!r}; expected one of {', '.join(defaults) or '(none)'}")
+    kind = type(defaults[key])
+    if kind is bool:
+      values[key] = raw.lower() in ("1", "true", "yes")
+    elif defaults[key] is None:
+      values[key] = raw
+    else:
+      values[key] = kind(raw)
+  return preset, ml_collections.ConfigDict(values)
+
+
+def base_config() -> ml_collections.ConfigDict:
+  """Sections shared by every experiment: seed, data root, optimizer, loop cadence, mesh."""
+  config = ml_collections.ConfigDict()
+  config.preset = ""
+  config.seed = 0
+  # None: $JAXML_DATA_DIR, else shared/data beside the checkout.
+  config.data_dir = ml_collections.config_dict.placeholder(str)
+  config.optim = ml_collections.ConfigDict(dict(
+      name="adam", lr=1e-3, weight_decay=0.0, clip_norm=0.0, schedule="constant", warmup_steps=0))
+  config.log_every = 100
+  config.checkpoint_every = 0
+  config.mesh = ml_collections.ConfigDict(dict(num_data=0))   # 0: all devices
+  return config

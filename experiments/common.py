@@ -1,0 +1,180 @@
+"""Launcher plumbing shared by every experiment: flags, workdir files, results.json, plots.
+
+Contract (stable across the project): every run writes into --workdir
+  config.json     the resolved config
+  metrics.jsonl   one JSON object per logged step (written by core.fit's MetricWriter)
+  *.png           plots
+  results.json    {"experiment", "preset", "rows": [{"method", "dataset", "split", "seed",
+                   "metrics": {name: float}, "cost": {name: float}}], "wall_s", "env"}
+results.json is written atomically and only when the run finishes; bad input is rejected
+before any file is written.
+"""
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+import jax
+from absl import flags, logging
+from ml_collections import config_flags
+
+from jaxml import core
+
+__all__ = ["define_flags", "run_app", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
+           "env_info", "write_json", "ConfigError"]
+
+FLAGS = flags.FLAGS
+
+
+class ConfigError(ValueError):
+  """Bad configuration or input, reported before anything is written."""
+
+
+def define_flags() -> None:
+  """--config (ml_collections file, locked: unknown keys are errors), --workdir, launch mode."""
+  if "config" in FLAGS:
+    return
+  config_flags.DEFINE_config_file("config", None, "Config file, e.g. configs/mlp_digits.py:smoke.",
+                                  lock_config=True)
+  flags.DEFINE_string("workdir", None, "Output folder (created; reruns resume from its checkpoints).")
+  flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() (TPU pods, clusters).")
+  flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (only off-TPU multihost).")
+  flags.DEFINE_integer("num_processes", None, "Process count (only off-TPU multihost).")
+  flags.DEFINE_integer("process_id", None, "This process's index (only off-TPU multihost).")
+  flags.DEFINE_string("cpu_collectives", None, "e.g. 'gloo' for multi-process CPU runs.")
+  flags.mark_flags_as_required(["config", "workdir"])
+
+
+def validate_choice(value: Any, allowed: Iterable[Any], what: str) -> None:
+  """Raises ConfigError naming the allowed values; call before writing anything."""
+  allowed = tuple(allowed)
+  if value not in allowed:
+    raise ConfigError(f"unknown {what} {value!r}; expected one of {', '.join(map(str, allowed))}")
+
+
+def _clean(x: Any) -> float | None:
+  x = float(x)
+  return x if math.isfinite(x) else None
+
+
+def row(*, method: str, dataset: str, split: int = 0, seed: int = 0,
+        metrics: Mapping[str, Any], cost: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  """One results.json row; values become floats (non-finite ones become null)."""
+  return {"method": str(method), "dataset": str(dataset), "split": int(split), "seed": int(seed),
+          "metrics": {k: _clean(v) for k, v in metrics.items()},
+          "cost": {k: _clean(v) for k, v in (cost or {}).items()}}
+
+
+def env_info() -> dict[str, Any]:
+  return {"jax": jax.__version__, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
+          "processes": jax.process_count()}
+
+
+def write_json(path: str, obj: Any) -> None:
+  """Atomic write: a reader never sees a half-written file."""
+  folder = os.path.dirname(os.path.abspath(path))
+  os.makedirs(folder, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_", suffix=".json")
+  with os.fdopen(fd, "w") as f:
+    json.dump(obj, f, indent=1, allow_nan=False)
+  os.replace(tmp, path)
+
+
+def workdir_subdir(workdir: str, *names: str) -> str:
+  path = os.path.join(workdir, *names)
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def save_plot(fig: Any, workdir: str, name: str) -> str:
+  """Saves a matplotlib figure as PNG in the workdir (process 0 only) and closes it."""
+  import matplotlib.pyplot as plt
+  path = os.path.join(workdir, name)
+  if jax.process_index() == 0:
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+  plt.close(fig)
+  return path
+
+
+def _check_rows(rows: Any) -> list[dict[str, Any]]:
+  if not isinstance(rows, list) or not rows:
+    raise ValueError("run() must return a non-empty list of rows built with common.row(...)")
+  keys = {"method", "dataset", "split", "seed", "metrics", "cost"}
+  for r in rows:
+    if set(r) != keys:
+      raise ValueError(f"row has keys {sorted(r)}, expected {sorted(keys)}")
+  return rows
+
+
+def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
+           validate: Callable[[Any], None] | None = None, argv: Any = None) -> None:
+  """Runs `run(config, workdir)` and writes config.json and results.json.
+
+  `validate(config)` runs before the workdir is touched, so bad names or a missing data root
+  leave nothing behind; errors exit non-zero with one readable line.
+  """
+  del argv
+  if not FLAGS["verbosity"].present:  # orbax logs every save at INFO; keep the console readable
+    logging.set_verbosity(logging.WARNING)
+  config, workdir = FLAGS.config, FLAGS.workdir
+  core.maybe_initialize(FLAGS.multihost, coordinator_address=FLAGS.coordinator_address,
+                        num_processes=FLAGS.num_processes, process_id=FLAGS.process_id,
+                        cpu_collectives=FLAGS.cpu_collectives)
+  try:
+    if validate is not None:
+      validate(config)
+  except (ValueError, FileNotFoundError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  main = jax.process_index() == 0
+  created = not os.path.exists(workdir)
+  config_path = os.path.join(workdir, "config.json")
+  if main:
+    print(f"[{experiment}] preset={config.get('preset', '')} workdir={workdir} "
+          f"processes={jax.process_count()} devices={jax.device_count()}", flush=True)
+    os.makedirs(workdir, exist_ok=True)
+    write_json(config_path, config.to_dict())
+  t0 = time.perf_counter()
+  try:
+    rows = _check_rows(run(config, workdir))
+  except core.NonFiniteLossError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(3)
+  except (ValueError, FileNotFoundError) as e:
+    # Bad input found inside run(): leave no trace of this run behind.
+    if main and os.path.exists(config_path) and os.listdir(workdir) == ["config.json"]:
+      os.remove(config_path)
+      if created:
+        os.rmdir(workdir)
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  results = {"experiment": experiment, "preset": str(config.get("preset", "")), "rows": rows,
+             "wall_s": time.perf_counter() - t0, "env": env_info()}
+  if main:
+    write_json(os.path.join(workdir, "results.json"), results)
+    print(f"[{experiment}] wrote {os.path.join(workdir, 'results.json')} ({len(rows)} rows, "
+          f"{results['wall_s']:.1f}s)", flush=True)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing with one readable line (and exit 2) for a bad flag or config key."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {e}\nusage: python -m experiments.<name> --config=configs/<name>.py:<preset> "
+          "--workdir=DIR [--config.key=value ...]", file=sys.stderr)
+    sys.exit(2)
+  except (KeyError, AttributeError, ValueError, TypeError) as e:
+    print(f"error: bad --config override or config file ({type(e).__name__}: {e}); "
+          "check the key against the config file", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_app(main: Callable[[list[str]], None]) -> None:
+  """`app.run(main)` with clear errors for unknown config keys and bad flags."""
+  from absl import app
+  app.run(main, flags_parser=_parse_flags)

@@ -1,0 +1,1 @@
+"""Data: numpy in, numpy out. Never imports jax, models or methods."""

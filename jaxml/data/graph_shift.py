@@ -1,0 +1,93 @@
+"""Distribution-shift settings for node classification (GPN-style), numpy only.
+
+- `gpn_split`: stratified random train/val/test fractions per class (5% / 15% / 80%).
+- `leave_out_classes`: the last ⌊fraction · K⌋ classes are removed from the labels (poisoning);
+  their nodes stay in the graph, unlabelled; OOD = test nodes of those classes.
+- `perturb_features`: evasion, rows of chosen nodes replaced by N(0, scale²) noise (`normal`) or
+  by Bernoulli(0.5) rows divided by their sum (`bernoulli`); `select_perturbed` picks 10% of the
+  non-training nodes; `isolated_nodes` samples test nodes to perturb one at a time.
+"""
+
+import numpy as np
+
+__all__ = ["gpn_split", "leave_out_classes", "select_perturbed", "perturb_features", "isolated_nodes",
+           "SHIFT_KINDS"]
+
+SHIFT_KINDS = ("normal", "bernoulli")
+
+
+def gpn_split(labels: np.ndarray, seed: int, *, train: float = 0.05, val: float = 0.15) -> dict:
+  """Per-class random split; every labelled node lands in exactly one of train/val/test.
+
+  Each class c with n_c nodes gives max(1, round(train·n_c)) train and max(1, round(val·n_c))
+  val nodes; the rest are test nodes. Nodes with label -1 belong to no split.
+  """
+  rng = np.random.default_rng([seed, 0x5B1])
+  n = labels.shape[0]
+  masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+  for c in np.unique(labels[labels >= 0]):
+    idx = rng.permutation(np.flatnonzero(labels == c))
+    n_tr = max(1, int(round(train * idx.size)))
+    n_va = max(1, int(round(val * idx.size)))
+    masks["train_mask"][idx[:n_tr]] = True
+    masks["val_mask"][idx[n_tr:n_tr + n_va]] = True
+    masks["test_mask"][idx[n_tr + n_va:]] = True
+  return masks
+
+
+def leave_out_classes(labels: np.ndarray, num_classes: int, masks: dict, *, fraction: float = 0.45) -> dict:
+  """Removes the last ⌊fraction · K⌋ classes from training and validation labels.
+
+  Returns:
+    dict with `labels` (ID classes kept as 0..K_id-1, left-out classes and unlabelled = -1),
+    `num_classes` = K_id, `ood_mask` (nodes of left-out classes), and `train_mask`, `val_mask`,
+    `test_mask` restricted to ID nodes plus `ood_test_mask` (test nodes of left-out classes).
+  """
+  n_out = int(np.floor(fraction * num_classes))
+  if n_out < 1 or n_out >= num_classes:
+    raise ValueError(f"leaving out {n_out} of {num_classes} classes is not a valid split")
+  k_id = num_classes - n_out
+  ood = labels >= k_id
+  new_labels = np.where(ood, -1, labels).astype(np.int32)
+  return {"labels": new_labels, "num_classes": k_id, "ood_mask": ood,
+          "train_mask": masks["train_mask"] & ~ood, "val_mask": masks["val_mask"] & ~ood,
+          "test_mask": masks["test_mask"] & ~ood, "ood_test_mask": masks["test_mask"] & ood}
+
+
+def select_perturbed(masks: dict, seed: int, *, budget: float = 0.1) -> np.ndarray:
+  """Boolean [N]: a random `budget` fraction of the non-training nodes (val, test and others)."""
+  rng = np.random.default_rng([seed, 0x9E7])
+  candidates = np.flatnonzero(~masks["train_mask"])
+  chosen = rng.choice(candidates, size=int(round(budget * candidates.size)), replace=False)
+  out = np.zeros(masks["train_mask"].shape[0], bool)
+  out[chosen] = True
+  return out
+
+
+def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: int, *,
+                     scale: float = 1.0, p: float = 0.5) -> np.ndarray:
+  """A copy of `features` with the rows in `nodes` (bool mask or indices) replaced.
+
+  normal: N(0, scale²) entries. bernoulli: Bernoulli(p) entries, each row divided by its sum
+  (an all-zero draw stays zero), matching row-sum-normalised real features.
+  """
+  if kind not in SHIFT_KINDS:
+    raise ValueError(f"unknown perturbation {kind!r}; expected one of {SHIFT_KINDS}")
+  rng = np.random.default_rng([seed, 0xFEA])
+  idx = np.flatnonzero(nodes) if nodes.dtype == bool else np.asarray(nodes)
+  out = np.array(features, dtype=np.float32, copy=True)
+  shape = (idx.size, features.shape[1])
+  if kind == "normal":
+    rows = scale * rng.normal(size=shape)
+  else:
+    rows = (rng.random(shape) < p).astype(np.float64)
+    rows = rows / np.maximum(rows.sum(1, keepdims=True), 1.0)
+  out[idx] = rows.astype(np.float32)
+  return out
+
+
+def isolated_nodes(test_mask: np.ndarray, count: int, seed: int) -> np.ndarray:
+  """Indices of `count` test nodes (sorted) to perturb one at a time."""
+  rng = np.random.default_rng([seed, 0x150])
+  cand = np.flatnonzero(test_mask)
+  return np.sort(rng.choice(cand, size=min(count, cand.size), replace=False))

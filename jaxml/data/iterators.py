@@ -1,0 +1,58 @@
+"""Batch iterators over numpy arrays: seeded per-epoch shuffles with random access by step."""
+
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+
+__all__ = ["steps_per_epoch", "epoch_batches", "iterate_once", "process_slice"]
+
+
+def steps_per_epoch(num_rows: int, batch_size: int, *, drop_last: bool = True) -> int:
+  if batch_size <= 0:
+    raise ValueError(f"batch_size must be positive, got {batch_size}")
+  return num_rows // batch_size if drop_last else -(-num_rows // batch_size)
+
+
+def _check(arrays: Mapping[str, np.ndarray]) -> int:
+  sizes = {k: len(v) for k, v in arrays.items()}
+  if len(set(sizes.values())) != 1:
+    raise ValueError(f"arrays have different numbers of rows: {sizes}")
+  return next(iter(sizes.values()))
+
+
+def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, *, seed: int,
+                  drop_last: bool = True) -> Callable[[int], dict[str, np.ndarray]]:
+  """Returns `batch_at(step)`: rows of a seeded permutation of epoch `step // steps_per_epoch`.
+
+  Random access makes resume exact: the batch at step k never depends on earlier calls.
+  The last partial batch is dropped (fixed shapes, no recompiles) unless `drop_last=False`.
+  """
+  n = _check(arrays)
+  if batch_size > n:
+    raise ValueError(f"batch_size {batch_size} exceeds the {n} rows available")
+  per_epoch = steps_per_epoch(n, batch_size, drop_last=drop_last)
+
+  def batch_at(step: int) -> dict[str, np.ndarray]:
+    epoch, i = divmod(int(step), per_epoch)
+    perm = np.random.default_rng([seed, epoch]).permutation(n)
+    rows = perm[i * batch_size:(i + 1) * batch_size]
+    return {k: v[rows] for k, v in arrays.items()}
+
+  return batch_at
+
+
+def iterate_once(arrays: Mapping[str, np.ndarray], batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+  """In-order pass for evaluation; the last batch may be smaller."""
+  n = _check(arrays)
+  for start in range(0, n, batch_size):
+    yield {k: v[start:start + batch_size] for k, v in arrays.items()}
+
+
+def process_slice(batch: Mapping[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:
+  """This process's contiguous share of a global batch (what `shard_batch` expects per process)."""
+  def take(v):
+    if len(v) % process_count:
+      raise ValueError(f"global batch of {len(v)} rows does not split over {process_count} processes")
+    per = len(v) // process_count
+    return v[process_index * per:(process_index + 1) * per]
+  return {k: take(v) for k, v in batch.items()}

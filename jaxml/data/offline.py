@@ -1,0 +1,322 @@
+"""Readers for the offline benchmark copies under the data root (numpy in, numpy out).
+
+The data root is, in order: the configured value, `$JAXML_DATA_DIR`, then `shared/data`
+beside the checkout (`<checkout>/../shared/data`). Every reader fails with one message that
+names the path it tried and how to point it elsewhere.
+"""
+
+import gzip
+import json
+import os
+import pathlib
+import pickle
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DataNotFoundError", "data_root", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
+           "ORDINAL_DATASETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
+           "load_digits", "load_mnist1d", "check_name"]
+
+ENV_VAR = "JAXML_DATA_DIR"
+
+
+class DataNotFoundError(FileNotFoundError):
+  """A data root or file is missing; the message says which path and how to fix it."""
+
+
+def check_name(name: str, allowed: tuple[str, ...], what: str) -> None:
+  if name not in allowed:
+    raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(allowed)}")
+
+
+def data_root(configured: str | os.PathLike | None = None) -> pathlib.Path:
+  """The data root: configured value, else $JAXML_DATA_DIR, else shared/data beside the checkout."""
+  if configured:
+    root, how = pathlib.Path(configured).expanduser(), "the config field data_dir"
+  elif os.environ.get(ENV_VAR):
+    root, how = pathlib.Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
+  else:
+    checkout = pathlib.Path(__file__).resolve().parents[2]
+    root, how = checkout.parent / "shared" / "data", "the default (shared/data beside the checkout)"
+  if not root.is_dir():
+    raise DataNotFoundError(
+        f"data root {root} (from {how}) does not exist; set --config.data_dir=PATH or "
+        f"{ENV_VAR}=PATH to the folder holding uci/, ordinal/, graphs/, preferences/")
+  return root
+
+
+def _file(root: pathlib.Path, *parts: str) -> pathlib.Path:
+  path = root.joinpath(*parts)
+  if not path.exists():
+    raise DataNotFoundError(f"missing data file {path}; check the data root ({root}) or set "
+                            f"--config.data_dir / ${ENV_VAR}")
+  return path
+
+
+def _standardise(train: np.ndarray, *others: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+  """Standardises with training statistics; constant columns keep std 1 (naval has two)."""
+  mean = train.mean(0)
+  std = train.std(0)
+  std = np.where(std > 1e-12, std, 1.0)
+  return [((a - mean) / std).astype(np.float32) for a in (train, *others)], mean, std
+
+
+# --------------------------------------------------------------------------- UCI regression
+UCI_DATASETS = ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
+                "wine-quality-red", "yacht", "airfoil", "bikesharing")
+UCI_SMILE_DATASETS = ("airfoil", "energy", "bikesharing")
+_UCI_COLUMNS = {"airfoil": (list(range(0, 5)), 5), "bikesharing": (list(range(1, 12)), 12)}
+
+
+def _uci_table(root: pathlib.Path, name: str) -> tuple[np.ndarray, np.ndarray]:
+  data = np.loadtxt(_file(root, "uci", name, "data.txt"))
+  if name in _UCI_COLUMNS:
+    features, target = _UCI_COLUMNS[name]
+  else:
+    features = np.loadtxt(_file(root, "uci", name, "index_features.txt"), dtype=int).reshape(-1).tolist()
+    target = int(np.loadtxt(_file(root, "uci", name, "index_target.txt"), dtype=int))
+  return data[:, features], data[:, target]
+
+
+def _indices(root: pathlib.Path, *parts: str) -> np.ndarray:
+  return np.loadtxt(_file(root, *parts), dtype=np.int64).reshape(-1)
+
+
+def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | None = None,
+             valid_fraction: float = 0.1) -> dict[str, Any]:
+  """One split of a UCI regression set, standardised with training-row statistics.
+
+  protocol "standard": the 20 (protein 5) PBP splits `index_{train,test}_<split>`; the
+    validation set is the last `valid_fraction` of a seeded permutation of the train rows.
+  protocol "smile": the fixed 70/10/20 `index_smile_{train,valid,test}_<split>` files
+    (split in 1..3) for airfoil, energy and bikesharing.
+
+  Returns x_*: [n, d] float32, y_*: [n] float32 (standardised), y_mean, y_std (to undo it),
+  and the row indices used.
+  """
+  check_name(name, UCI_DATASETS, "UCI dataset")
+  base = data_root(root)
+  x, y = _uci_table(base, name)
+  if protocol == "smile":
+    check_name(name, UCI_SMILE_DATASETS, "dataset for the smile protocol")
+    if split not in (1, 2, 3):
+      raise ValueError(f"smile-protocol split must be 1, 2 or 3, got {split}")
+    idx = {part: _indices(base, "uci", name, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
+  elif protocol == "standard":
+    if name in ("airfoil", "bikesharing"):
+      raise ValueError(f"{name} has only the smile protocol splits (protocol='smile', split 1..3)")
+    n_splits = int(np.loadtxt(_file(base, "uci", name, "n_splits.txt")))
+    if not 0 <= split < n_splits:
+      raise ValueError(f"{name} has splits 0..{n_splits - 1}, got {split}")
+    train = _indices(base, "uci", name, f"index_train_{split}.txt")
+    perm = np.random.default_rng(split).permutation(train)
+    n_valid = int(round(valid_fraction * len(train)))
+    idx = {"train": np.sort(perm[:len(train) - n_valid]), "valid": np.sort(perm[len(train) - n_valid:]),
+           "test": _indices(base, "uci", name, f"index_test_{split}.txt")}
+  else:
+    raise ValueError(f"unknown protocol {protocol!r}; expected 'standard' or 'smile'")
+  (x_train, x_valid, x_test), _, _ = _standardise(x[idx["train"]], x[idx["valid"]], x[idx["test"]])
+  y_mean, y_std = float(y[idx["train"]].mean()), float(y[idx["train"]].std())
+  ys = {k: ((y[v] - y_mean) / y_std).astype(np.float32) for k, v in idx.items()}
+  return dict(x_train=x_train, y_train=ys["train"], x_valid=x_valid, y_valid=ys["valid"],
+              x_test=x_test, y_test=ys["test"], y_mean=y_mean, y_std=y_std,
+              index_train=idx["train"], index_valid=idx["valid"], index_test=idx["test"])
+
+
+# --------------------------------------------------------------------------- ordinal
+_CHU = ("pyrimidines", "machinecpu", "bostonhousing", "abalone", "stocksdomain", "wisconsin")
+_LARGE = ("bank32nh", "computer", "california")
+ORDINAL_DATASETS = _CHU + _LARGE + ("winequality",)
+
+
+def _stratified_split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+  rng = np.random.default_rng(seed)
+  train, test = [], []
+  for c in np.unique(y):
+    rows = rng.permutation(np.flatnonzero(y == c))
+    n_test = int(round(test_fraction * len(rows)))
+    test.append(rows[:n_test])
+    train.append(rows[n_test:])
+  return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | None = None) -> dict[str, Any]:
+  """One partition of an ordinal benchmark; features standardised on the train rows.
+
+  Chu sets: the official 20 partitions (`chu_{5,10}bins.npz`, equal-width ranks).
+  bank32nh / computer / california: 20 seeded partitions with equal-frequency ranks.
+  winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
+  Returns x_train, x_test: float32; y_train, y_test: int32 0-based ranks; num_classes.
+  """
+  check_name(name, ORDINAL_DATASETS, "ordinal dataset")
+  base = data_root(root)
+  if not 0 <= partition < 20:
+    raise ValueError(f"partition must be in 0..19, got {partition}")
+  if name == "winequality":
+    table = np.loadtxt(_file(base, "ordinal", "winequality", "winequality-red.csv"), delimiter=";")
+    x, quality = table[:, :-1], table[:, -1].astype(int)
+    y = quality - quality.min()
+    train, test = _stratified_split(y, 0.25, partition)
+    x_train, x_test, y_train, y_test = x[train], x[test], y[train], y[test]
+    num_classes = int(y.max()) + 1
+  else:
+    if bins not in (5, 10):
+      raise ValueError(f"bins must be 5 or 10, got {bins}")
+    if name in _CHU:
+      d = np.load(_file(base, "ordinal", name, f"chu_{bins}bins.npz"))
+      x_train, y_train = d["X_train"][partition], d["y_train"][partition].astype(int)
+      x_test, y_test = d["X_test"][partition], d["y_test"][partition].astype(int)
+    else:
+      d = np.load(_file(base, "ordinal", name, "splits.npz"))
+      y = d[f"y_{bins}bins_freq"].astype(int)
+      train, test = d["train_idx"][partition], d["test_idx"][partition]
+      x_train, x_test, y_train, y_test = d["X"][train], d["X"][test], y[train], y[test]
+    num_classes = bins
+  (x_train, x_test), _, _ = _standardise(np.asarray(x_train, np.float64), np.asarray(x_test, np.float64))
+  return dict(x_train=x_train, y_train=y_train.astype(np.int32), x_test=x_test,
+              y_test=y_test.astype(np.int32), num_classes=num_classes)
+
+
+# --------------------------------------------------------------------------- graphs
+GRAPH_DATASETS = ("cora", "citeseer", "cora_ml")
+
+
+def _csr(d: Any, prefix: str, dotted: bool):
+  import scipy.sparse as sp  # scipy only where graphs are read
+  key = (lambda s: f"{prefix}.{s}") if dotted else (lambda s: f"{prefix}_{s}")
+  return sp.csr_matrix((d[key("data")], d[key("indices")], d[key("indptr")]), shape=tuple(d[key("shape")]))
+
+
+def _edges_from_adjacency(adj) -> np.ndarray:
+  """Symmetric edge list [2, E] without self loops or duplicates (both directions listed)."""
+  import scipy.sparse as sp
+  adj = sp.coo_matrix(adj)
+  rows, cols = np.concatenate([adj.row, adj.col]), np.concatenate([adj.col, adj.row])
+  keep = rows != cols
+  pairs = np.unique(np.stack([rows[keep], cols[keep]], 1), axis=0)
+  return pairs.T.astype(np.int32)
+
+
+def _row_normalise(features: np.ndarray) -> np.ndarray:
+  sums = features.sum(1, keepdims=True)
+  return (features / np.where(sums > 0, sums, 1.0)).astype(np.float32)
+
+
+def _load_npz_graph(path: pathlib.Path, binarise: bool) -> dict[str, Any]:
+  d = np.load(path, allow_pickle=True)
+  dotted = "adj_matrix.data" in d.files
+  adj = _csr(d, "adj_matrix" if dotted else "adj", dotted)
+  attr = _csr(d, "attr_matrix" if dotted else "attr", dotted)
+  features = attr.toarray().astype(np.float64)
+  if binarise:
+    features = (features != 0).astype(np.float64)
+  labels = np.asarray(d["labels"]).astype(np.int32)
+  return dict(features=_row_normalise(features), labels=labels, edges=_edges_from_adjacency(adj),
+              num_classes=int(labels.max()) + 1)
+
+
+def _load_planetoid(root: pathlib.Path, name: str) -> dict[str, Any]:
+  import scipy.sparse as sp
+  parts = {}
+  for part in ("x", "y", "tx", "ty", "allx", "ally", "graph"):
+    with open(_file(root, "graphs", name, f"ind.{name}.{part}"), "rb") as f:
+      parts[part] = pickle.load(f, encoding="latin1")
+  test_idx = np.loadtxt(_file(root, "graphs", name, f"ind.{name}.test.index"), dtype=np.int64)
+  tx, ty = parts["tx"], np.asarray(parts["ty"])
+  lo, hi = test_idx.min(), test_idx.max()
+  if hi - lo + 1 != tx.shape[0]:  # CiteSeer: isolated test ids have no rows; pad with zeros
+    full_ty = np.zeros((hi - lo + 1, ty.shape[1]))
+    full_ty[np.sort(test_idx) - lo, :] = ty
+    full_tx = sp.lil_matrix((hi - lo + 1, tx.shape[1]))
+    full_tx[np.sort(test_idx) - lo, :] = tx
+    tx, ty = full_tx, full_ty
+  features = sp.vstack([parts["allx"], tx]).tolil()
+  onehot = np.vstack([np.asarray(parts["ally"]), ty])
+  order = np.sort(test_idx)
+  features[test_idx, :] = features[order, :]
+  onehot[test_idx, :] = onehot[order, :]
+  labels = np.where(onehot.sum(1) > 0, onehot.argmax(1), -1).astype(np.int32)
+  n = features.shape[0]
+  rows = [u for u, vs in parts["graph"].items() for _ in vs]
+  cols = [v for _, vs in parts["graph"].items() for v in vs]
+  adj = sp.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+  n_train = np.asarray(parts["y"]).shape[0]
+  masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+  masks["train_mask"][:n_train] = True
+  masks["val_mask"][n_train:n_train + 500] = True
+  masks["test_mask"][test_idx] = True
+  masks["test_mask"] &= labels >= 0
+  return dict(features=_row_normalise(features.toarray().astype(np.float64)), labels=labels,
+              edges=_edges_from_adjacency(adj), num_classes=int(labels.max()) + 1, **masks)
+
+
+def load_graph(name: str | None = None, *, root: str | None = None, fmt: str = "npz",
+               path: str | None = None) -> dict[str, Any]:
+  """A node-classification graph: features [N, F] float32 (row-normalised as GPN does;
+  Cora-ML binarised first), labels [N] int32 (-1 = unlabelled), edges [2, E] int32
+  (symmetric, no self loops), num_classes; planetoid format adds the public split masks.
+
+  `path` reads any gnn-benchmark style npz instead of a named dataset.
+  """
+  if path is not None:
+    p = pathlib.Path(path).expanduser()
+    if not p.exists():
+      raise DataNotFoundError(f"graph file {p} does not exist")
+    return _load_npz_graph(p, binarise=False)
+  check_name(name, GRAPH_DATASETS, "graph dataset")
+  base = data_root(root)
+  if fmt == "planetoid":
+    if name == "cora_ml":
+      raise ValueError("cora_ml exists only as npz (fmt='npz')")
+    return _load_planetoid(base, name)
+  if fmt != "npz":
+    raise ValueError(f"unknown graph format {fmt!r}; expected 'npz' or 'planetoid'")
+  return _load_npz_graph(_file(base, "graphs", name, f"{name}.npz"), binarise=name == "cora_ml")
+
+
+# --------------------------------------------------------------------------- preferences
+def _split_last_turn(dialogue: str) -> tuple[str, str]:
+  cut = dialogue.rfind("\n\nAssistant:")
+  if cut < 0:
+    return "", dialogue.strip()
+  return dialogue[:cut], dialogue[cut + len("\n\nAssistant:"):].strip()
+
+
+def load_hh_rlhf(*, root: str | None = None, limit: int | None = None) -> list[dict[str, str]]:
+  """HH-RLHF harmless-base test pairs: {"context", "chosen", "rejected"} (final turns split off).
+
+  Content warning: red-teaming dialogues; keep them out of logs and fixtures.
+  """
+  path = _file(data_root(root), "preferences", "hh_rlhf_harmless_base", "test.jsonl.gz")
+  pairs = []
+  with gzip.open(path, "rt", encoding="utf-8") as f:
+    for line in f:
+      if limit is not None and len(pairs) >= limit:
+        break
+      rec = json.loads(line)
+      context, chosen = _split_last_turn(rec["chosen"])
+      _, rejected = _split_last_turn(rec["rejected"])
+      pairs.append({"context": context, "chosen": chosen, "rejected": rejected})
+  return pairs
+
+
+# --------------------------------------------------------------------------- shipped / generated
+def load_digits(*, seed: int = 0, test_fraction: float = 0.25) -> dict[str, np.ndarray]:
+  """sklearn's 8x8 digits (shipped with sklearn): x [n, 8, 8] in [0, 1], stratified split."""
+  from sklearn.datasets import load_digits as _sk_digits
+  d = _sk_digits()
+  x = (d.images / 16.0).astype(np.float32)
+  y = d.target.astype(np.int32)
+  train, test = _stratified_split(y, test_fraction, seed)
+  return dict(x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test])
+
+
+def load_mnist1d(*, seed: int = 0) -> dict[str, np.ndarray]:
+  """MNIST-1D generated locally (never downloaded): 4000 train / 1000 test signals of length 40."""
+  from mnist1d.data import get_dataset_args, make_dataset
+  args = get_dataset_args()
+  args.seed = seed
+  d = make_dataset(args)
+  return dict(x_train=np.asarray(d["x"], np.float32), y_train=np.asarray(d["y"], np.int32),
+              x_test=np.asarray(d["x_test"], np.float32), y_test=np.asarray(d["y_test"], np.int32))

@@ -1,0 +1,1 @@
+"""Research metrics as pure array functions."""
