@@ -1,0 +1,193 @@
+"""Baselines of the EMF experiment on the same network and clock (t = 0 noise, t = 1 data).
+
+- Flow matching: `||net(x_t, t, t) - v_c||^2` (x1 form: `||xh(x_t, t, t) - x1||^2 / (1 - t)^2`).
+- MeanFlow (Geng et al. 2025) in our clock: target `sg(v_c + (r - t) D_t u)`, with
+  `D_t u = jvp(net, (x_t, t, r), (v_c, 1, 0))`; 'fused' takes the JVP of the differentiated
+  function inside `value_and_grad` (official JAX code), 'split' does a plain forward for the loss
+  and the JVP on stopped parameters.
+- Shortcut model (Frans et al. 2025): `s(x_t, t, d) = net(x_t, t, t + d)` (d embedded as a value);
+  bootstrap rows regress on the mean of two stopped half steps, clipped to [-4, 4]; flow rows on v_c.
+- Consistency training (iCT-style, adapted): `f(x, t) = x + (1 - t) net(x, t, 1)`,
+  `pseudo_huber(f(x_{t_i}, t_i) - sg f(x_{t_{i+1}}, t_{i+1})) / Delta` on a grid of N cells, N doubling
+  from 10 to 1280 over training (the grid size lives in `state.extra`, set by a host hook).
+"""
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, guided_anchor, labels_for_training,
+                              num_interval_rows, per_row_sq, sample_time_pairs)
+from jaxml.emf.model import ApplyFn
+from jaxml.emf.sample import consistency_fn
+
+__all__ = ["make_fm_loss", "make_meanflow_loss", "ShortcutConfig", "make_shortcut_loss", "CTConfig",
+           "make_ct_loss", "ct_grid_size"]
+
+LossFn = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
+
+
+def _path(rng: jax.Array, x1: jax.Array) -> jax.Array:
+  return jax.random.normal(rng, x1.shape, x1.dtype)
+
+
+def make_fm_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> LossFn:
+  """Flow matching (r = t on every row); same key use as EMF so EMF with rho = 0 equals it exactly."""
+
+  def loss_fn(params, batch, rng):
+    x1 = batch["x"]
+    bsz = x1.shape[0]
+    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
+    x0 = _path(noise_rng, x1)
+    t, _ = sample_time_pairs(time_rng, bsz, cfg._replace(rho=0.0))
+    t = t.astype(x1.dtype)
+    labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
+    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+    out = apply_fn(params, xt, t, t, labels)
+    anchor = (x1 - x0) if cfg.param == "u" else x1
+    anchor = guided_anchor(apply_fn, jax.lax.stop_gradient(params), xt, t, anchor, labels, dropped, cfg)
+    err = per_row_sq(out - anchor)
+    if cfg.param == "x1":
+      err = err / jnp.square(jnp.maximum(1.0 - t, cfg.eps))
+    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
+    return loss, {"mse": jnp.mean(err)}
+
+  return loss_fn
+
+
+def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused") -> LossFn:
+  """MeanFlow with `jax.jvp` (u-prediction). `cfg.aux_rows='all'` takes the JVP on the full batch
+  (official JAX code); 'interval' only on the interval rows (plain forward on the rest)."""
+  if impl not in ("fused", "split"):
+    raise ValueError(f"unknown MeanFlow impl {impl!r}; expected fused or split")
+  if cfg.param != "u":
+    raise ValueError("the MeanFlow baseline is u-prediction only")
+
+  def loss_fn(params, batch, rng):
+    x1 = batch["x"]
+    bsz = x1.shape[0]
+    n_int = num_interval_rows(bsz, cfg.rho)
+    m = bsz if cfg.aux_rows == "all" else n_int
+    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
+    x0 = _path(noise_rng, x1)
+    t, r = sample_time_pairs(time_rng, bsz, cfg)
+    t, r = t.astype(x1.dtype), r.astype(x1.dtype)
+    labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
+    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+    vc = x1 - x0
+    params_sg = jax.lax.stop_gradient(params)
+    anchor = guided_anchor(apply_fn, params_sg, xt, t, vc, labels, dropped, cfg)
+    sl = lambda a, lo, hi: None if a is None else a[lo:hi]
+    tangents = (anchor[:m], jnp.ones((m,), x1.dtype), jnp.zeros((m,), x1.dtype))
+    if impl == "fused":
+      fn = lambda xx, tt, rr: apply_fn(params, xx, tt, rr, sl(labels, 0, m))
+      out_m, du = jax.jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
+      if m < bsz:
+        out = jnp.concatenate([out_m, apply_fn(params, xt[m:], t[m:], r[m:], sl(labels, m, bsz))], axis=0)
+      else:
+        out = out_m
+    else:
+      out = apply_fn(params, xt, t, r, labels)
+      fn = lambda xx, tt, rr: apply_fn(params_sg, xx, tt, rr, sl(labels, 0, m))
+      _, du = jax.jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
+    corr = _bcast(r[:m] - t[:m], du) * du
+    target = anchor + jnp.concatenate([corr, jnp.zeros_like(anchor[m:])], axis=0) if m < bsz else anchor + corr
+    err = per_row_sq(out - jax.lax.stop_gradient(target))
+    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
+    is_int = jnp.arange(bsz) < n_int
+    return loss, {"mse": jnp.mean(err),
+                  "mse_diag": jnp.sum(jnp.where(is_int, 0.0, err)) / max(bsz - n_int, 1),
+                  "mse_interval": jnp.sum(jnp.where(is_int, err, 0.0)) / max(n_int, 1)}
+
+  return loss_fn
+
+
+class ShortcutConfig(NamedTuple):
+  """max_steps M (d in {1, 1/2, ..., 1/M}); boot_frac of rows are bootstrap rows; fm_d: 'zero' or 'smallest'."""
+
+  max_steps: int = 32
+  boot_frac: float = 0.25
+  target_clip: float = 4.0
+  fm_d: str = "zero"
+
+
+def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: int = 0,
+                       label_dropout: float = 0.1) -> LossFn:
+  """Shortcut model. Bootstrap rows cycle through every level d = 2^-j, j = 0..log2(M) - 1, so each
+  level gets rows even on small batches; t is on multiples of d. Teacher: online stopped weights."""
+  levels = int(round(math.log2(cfg.max_steps)))
+  if 2 ** levels != cfg.max_steps:
+    raise ValueError(f"max_steps must be a power of two, got {cfg.max_steps}")
+  ecfg = EMFConfig(num_classes=num_classes, label_dropout=label_dropout)
+
+  def loss_fn(params, batch, rng):
+    x1 = batch["x"]
+    bsz = x1.shape[0]
+    n_boot = max(int(round(cfg.boot_frac * bsz)), min(levels, bsz))
+    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
+    x0 = _path(noise_rng, x1)
+    labels, _ = labels_for_training(label_rng, batch.get("y"), ecfg)
+    u = jax.random.uniform(time_rng, (bsz,), x1.dtype)
+    j = jnp.arange(bsz) % levels
+    d_boot = jnp.power(2.0, -j.astype(x1.dtype))
+    t_boot = jnp.floor(u * jnp.power(2.0, j.astype(x1.dtype))) * d_boot
+    d_fm = 0.0 if cfg.fm_d == "zero" else 1.0 / cfg.max_steps
+    is_boot = jnp.arange(bsz) < n_boot
+    d = jnp.where(is_boot, d_boot, d_fm)
+    t = jnp.where(is_boot, t_boot, u * (1.0 - d_fm))
+    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+    out = apply_fn(params, xt, t, t + d, labels)
+    p_sg = jax.lax.stop_gradient(params)
+    sl = lambda a: None if a is None else a[:n_boot]
+    xb, tb, hb = xt[:n_boot], t[:n_boot], d[:n_boot] / 2
+    s1 = apply_fn(p_sg, xb, tb, tb + hb, sl(labels))
+    s2 = apply_fn(p_sg, xb + _bcast(hb, xb) * s1, tb + hb, tb + 2 * hb, sl(labels))
+    boot = jnp.clip((s1 + s2) / 2, -cfg.target_clip, cfg.target_clip)
+    target = jnp.concatenate([boot, (x1 - x0)[n_boot:]], axis=0)
+    err = per_row_sq(out - jax.lax.stop_gradient(target))
+    return jnp.mean(err), {"mse_boot": jnp.mean(err[:n_boot]), "mse_flow": jnp.mean(err[n_boot:])}
+
+  return loss_fn
+
+
+class CTConfig(NamedTuple):
+  """grid_start -> grid_end cells (doubling); huber_c = c_scale * sqrt(D) (0.00054 sqrt(D) in iCT)."""
+
+  grid_start: int = 10
+  grid_end: int = 1280
+  c_scale: float = 0.00054
+
+
+def ct_grid_size(step: int, total_steps: int, cfg: CTConfig) -> int:
+  """N(step): doubles from grid_start to grid_end in equal stages over training."""
+  doublings = int(round(math.log2(cfg.grid_end / cfg.grid_start)))
+  stage = min(int(step * (doublings + 1) / max(total_steps, 1)), doublings)
+  return int(min(cfg.grid_start * 2 ** stage, cfg.grid_end))
+
+
+def make_ct_loss(apply_fn: ApplyFn, cfg: CTConfig, *, num_classes: int = 0,
+                 label_dropout: float = 0.1) -> LossFn:
+  """Consistency training; `loss_fn(params, batch, rng, extra)` with `extra['grid']` an int32 N."""
+  ecfg = EMFConfig(num_classes=num_classes, label_dropout=label_dropout)
+
+  def loss_fn(params, batch, rng, extra):
+    x1 = batch["x"]
+    bsz = x1.shape[0]
+    dim = math.prod(x1.shape[1:])
+    huber_c = cfg.c_scale * math.sqrt(dim)
+    n = extra["grid"].astype(x1.dtype)
+    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
+    x0 = _path(noise_rng, x1)
+    labels, _ = labels_for_training(label_rng, batch.get("y"), ecfg)
+    i = jnp.floor(jax.random.uniform(time_rng, (bsz,), x1.dtype) * n)
+    t_a, t_b = i / n, (i + 1) / n
+    x_a = _bcast(1 - t_a, x1) * x0 + _bcast(t_a, x1) * x1
+    x_b = _bcast(1 - t_b, x1) * x0 + _bcast(t_b, x1) * x1
+    f_a = consistency_fn(apply_fn, params, x_a, t_a, labels)
+    f_b = jax.lax.stop_gradient(consistency_fn(apply_fn, jax.lax.stop_gradient(params), x_b, t_b, labels))
+    dist = jnp.sqrt(per_row_sq(f_a - f_b) + huber_c ** 2) - huber_c
+    return jnp.mean(dist * n), {"dist": jnp.mean(dist), "grid": n}
+
+  return loss_fn
