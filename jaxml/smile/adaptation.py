@@ -1,0 +1,172 @@
+"""Step-size tuner, gradient-noise preconditioner and the MILE warmup, as pure functions.
+
+The SMILE tuner works on a = |ΔE|, the absolute energy error of one minibatch step. It keeps
+exponentially weighted moments (μ, σ_E) of a, fits a Gamma distribution by moment matching
+(k = μ² / σ_E², θ = σ_E² / μ) and reads quantiles with the Wilson–Hilferty cube-root normal
+approximation  Q(p) = k θ (1 − 1/(9k) + z_p / (3√k))³,  z_p = Φ⁻¹(p).
+
+- reset:      a > Q(p_reset)            (revert θ, zero the velocity)
+- shrink ε:   a > Q(1 − 2α/3)           ε ← ε (1 − δ)
+- grow ε:     a < Q(α/3)                ε ← ε (1 + δ)
+- non-finite: ε ← ε / 2, statistics untouched.
+
+The pSMILE preconditioner estimates the per-coordinate standard deviation of the minibatch
+gradient with the running noise estimator of scale-adapted SGHMC,
+m ← (1−ρ) m + ρ g,  w ← max((1−ρ) w + ρ (g − m)², 1e-7),  and scales the velocity with
+c = 1 / r,  r = q / rms(q),  q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max], so that
+c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
+"""
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import ndtri
+
+__all__ = [
+    "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
+    "adapt_step_size", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
+    "precond_inverse_mass", "mile_warmup",
+]
+
+
+class TunerConfig(NamedTuple):
+  """Gamma-quantile tuner settings (SMILE main-config defaults)."""
+
+  p_reset: float = 0.98
+  alpha: float = 0.1
+  delta: float = 0.02
+  beta: float = 0.01
+  freeze_steps: int = 10          # no ε change and no reset while t < freeze_steps
+  eps_min: float = 1e-8
+  eps_max: float = 10.0
+  eps_floor_frac: float = 0.01    # ε ≥ eps_floor_frac · ε₀  [inferred guardrail]
+
+
+class TunerState(NamedTuple):
+  """mean, std: running moments of |ΔE|; t: statistics counter (starts at 1)."""
+
+  mean: jax.Array
+  std: jax.Array
+  t: jax.Array
+
+
+def tuner_init() -> TunerState:
+  return TunerState(mean=jnp.zeros((), jnp.float32), std=jnp.zeros((), jnp.float32),
+                    t=jnp.ones((), jnp.int32))
+
+
+def gamma_quantile(mean: jax.Array, std: jax.Array, p: float | jax.Array) -> jax.Array:
+  """Wilson–Hilferty quantile of the Gamma law with the given mean and standard deviation.
+
+  Returns k θ (1 − 1/(9k) + z_p/(3√k))³, clipped at 0, with k = μ²/(σ²+1e-6), θ = (σ²+1e-6)/μ.
+  """
+  var = std ** 2 + 1e-6
+  mean = jnp.maximum(mean, 1e-12)
+  k = mean ** 2 / var
+  scale = var / mean
+  z = ndtri(jnp.asarray(p, jnp.float32))
+  q = k * scale * (1.0 - 1.0 / (9.0 * k) + z / (3.0 * jnp.sqrt(k))) ** 3
+  return jnp.maximum(q, 0.0)
+
+
+def tuner_thresholds(state: TunerState, cfg: TunerConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(reset threshold Q(p_reset), shrink threshold Q(1 − 2α/3), grow threshold Q(α/3))."""
+  q_reset = gamma_quantile(state.mean, state.std, cfg.p_reset)
+  q_hi = gamma_quantile(state.mean, state.std, 1.0 - 2.0 * cfg.alpha / 3.0)
+  q_lo = gamma_quantile(state.mean, state.std, cfg.alpha / 3.0)
+  return q_reset, q_hi, q_lo
+
+
+def tuner_update(state: TunerState, abs_energy_change: jax.Array, cfg: TunerConfig) -> TunerState:
+  """Folds one |ΔE| into the running moments (bias-corrected σ after t ≥ 5)."""
+  a = abs_energy_change
+  t = state.t
+  mean = jnp.where(t < 3, a, (1.0 - cfg.beta) * state.mean + cfg.beta * a)
+  mean = jnp.clip(mean, 1e-6, 1e6)
+  var = (1.0 - cfg.beta) * state.std ** 2 * (t != 1) + cfg.beta * (a - mean) ** 2
+  correction = jnp.where(t < 5, 1.0, 1.0 - 0.5 ** (t - 4).astype(jnp.float32))
+  std = jnp.clip(jnp.sqrt(var / correction), 1e-6, 1e7)
+  return TunerState(mean=mean.astype(jnp.float32), std=std.astype(jnp.float32), t=t + 1)
+
+
+def adapt_step_size(step_size: jax.Array, abs_energy_change: jax.Array, state: TunerState,
+                    cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array) -> jax.Array:
+  """ε update from the previous statistics; halves ε on a non-finite step; floor and clip."""
+  _, q_hi, q_lo = tuner_thresholds(state, cfg)
+  active = state.t >= cfg.freeze_steps
+  factor = jnp.where(abs_energy_change > q_hi, 1.0 - cfg.delta,
+                     jnp.where(abs_energy_change < q_lo, 1.0 + cfg.delta, 1.0))
+  eps = jnp.where(active, step_size * factor, step_size)
+  eps = jnp.where(nonfinite, step_size * 0.5, eps)
+  eps = jnp.clip(eps, cfg.eps_min, cfg.eps_max)
+  return jnp.maximum(eps, cfg.eps_floor_frac * initial_step_size)
+
+
+class PrecondConfig(NamedTuple):
+  rate: float = 0.01
+  q_min: float = 1e-2
+  q_max: float = 1e4
+  r_min: float = 0.1              # [inferred] clamp of the normalised scale r
+  r_max: float = 10.0
+  var_floor: float = 1e-7
+
+
+class PrecondState(NamedTuple):
+  """grad_mean, grad_var: [d] running mean and variance of the raveled raw gradient."""
+
+  grad_mean: jax.Array
+  grad_var: jax.Array
+
+
+def precond_init(dim: int) -> PrecondState:
+  return PrecondState(grad_mean=jnp.ones((dim,), jnp.float32), grad_var=jnp.ones((dim,), jnp.float32))
+
+
+def precond_update(state: PrecondState, grad: jax.Array, cfg: PrecondConfig) -> PrecondState:
+  """grad: [d] raw minibatch gradient at the new point."""
+  mean = (1.0 - cfg.rate) * state.grad_mean + cfg.rate * grad
+  var = jnp.maximum((1.0 - cfg.rate) * state.grad_var + cfg.rate * (grad - mean) ** 2, cfg.var_floor)
+  return PrecondState(grad_mean=mean, grad_var=var)
+
+
+def precond_inverse_mass(state: PrecondState, cfg: PrecondConfig) -> jax.Array:
+  """[d] inverse mass matrix c² = 1/r², r = clamp(q / rms(q)), q = clip(√w)."""
+  q = jnp.clip(jnp.sqrt(state.grad_var), cfg.q_min, cfg.q_max)
+  r = q / jnp.sqrt(jnp.mean(q ** 2))
+  r = jnp.clip(r, cfg.r_min, cfg.r_max)
+  return 1.0 / r ** 2
+
+
+def mile_warmup(logdensity_fn: Callable[[Any], jax.Array], position: Any, rng: jax.Array, *,
+                num_steps: int, frac_tune1: float = 0.8, frac_tune2: float = 0.1, frac_tune3: float = 0.1,
+                desired_energy_var: float = 0.1, num_effective_samples: int = 100,
+                trust_in_estimate: float = 1.5, l_factor: float = 0.4, initial_step_size: float = 1e-3,
+                diagonal_preconditioning: bool = False):
+  """MILE-style full-batch MCLMC warmup via `blackjax.mclmc_find_L_and_step_size`.
+
+  Returns (IntegratorState, MCLMCAdaptationState(L, step_size, inverse_mass_matrix),
+  num_tuning_steps). MILE decays its energy-variance target 0.5 → 0.1; blackjax takes one
+  constant, so `desired_energy_var` (0.1 by default) is used throughout.
+  """
+  import blackjax
+  from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
+  from blackjax.mcmc import integrators, mclmc
+  from jax.flatten_util import ravel_pytree
+
+  init_rng, tune_rng = jax.random.split(rng)
+  dim = ravel_pytree(position)[0].shape[0]
+  state = mclmc.init(position, logdensity_fn, init_rng)
+
+  kernel = mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan,
+                              desired_energy_var=desired_energy_var)
+  params = MCLMCAdaptationState(L=jnp.maximum(jnp.sqrt(float(dim)), 15.0),
+                                step_size=jnp.asarray(initial_step_size, jnp.float32),
+                                inverse_mass_matrix=jnp.ones((dim,), jnp.float32))
+
+  return blackjax.mclmc_find_L_and_step_size(
+      mclmc_kernel=kernel, num_steps=num_steps, state=state, rng_key=tune_rng,
+      logdensity_fn=logdensity_fn, frac_tune1=frac_tune1, frac_tune2=frac_tune2, frac_tune3=frac_tune3,
+      desired_energy_var=desired_energy_var, trust_in_estimate=trust_in_estimate,
+      num_effective_samples=num_effective_samples, diagonal_preconditioning=diagonal_preconditioning,
+      params=params, l_factor=l_factor)

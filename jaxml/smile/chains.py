@@ -1,0 +1,165 @@
+"""Minibatch chain runner shared by SMILE and the SG-MCMC baselines, plus full-batch MCLMC.
+
+Every chain walks its own random permutation of the training rows in chunks of b (the last
+incomplete chunk is dropped); all chains advance together inside one `lax.scan` over steps,
+with the per-step kernel `vmap`ped over chains. Warmup steps are discarded; then
+`num_samples` samples are kept, one every `thin` steps. Cost is counted in per-example
+gradient evaluations (PEG): a kernel that takes g minibatch gradients per step costs g·b
+PEG per step, plus b for the initial gradient; a full-batch MCLMC step costs 2N.
+"""
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from blackjax.mcmc import integrators, mclmc
+
+from jaxml.smile import adaptation as adapt
+from jaxml.smile.kernel import Sampler
+
+__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "run_chains", "run_mclmc", "peg_per_step"]
+
+
+class ChainKernel(NamedTuple):
+  """init(position, minibatch, rng) -> state; step(rng, state, minibatch, t) -> (state, info).
+
+  info is a dict with scalar entries "logdensity", "reset", "nonfinite", "step_size".
+  `keep(t)` says whether a sample taken at step t counts (cyclical SGLD drops exploration).
+  """
+
+  init: Callable[..., Any]
+  step: Callable[..., tuple[Any, dict]]
+  position: Callable[[Any], Any]
+  grads_per_step: int
+  keep: Callable[[jax.Array], jax.Array] | None = None
+
+
+class ChainResult(NamedTuple):
+  positions: Any            # leading axes [C, S]
+  logdensity: jax.Array     # [C, S] minibatch log posterior at the kept samples
+  keep: jax.Array           # [S] bool
+  resets: jax.Array         # [C] count over the whole run
+  nonfinite: jax.Array      # [C]
+  step_size: jax.Array      # [C] final ε
+  peg_per_chain: int
+  states: Any
+
+
+def peg_per_step(grads_per_step: int, batch_size: int) -> int:
+  """Per-example gradient evaluations of one step: SMILE 2b, SGLD/SGHMC b, full-batch MCLMC 2N."""
+  return grads_per_step * batch_size
+
+
+def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
+  """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner."""
+
+  def step(rng, state, minibatch, t):
+    del t
+    state, info = sampler.step(rng, state, minibatch)
+    return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
+                   "step_size": info.step_size}
+
+  return ChainKernel(sampler.init, step, lambda s: s.integrator.position, 2)
+
+
+def run_chains(kernel: ChainKernel, positions: Any, data: dict, rng: jax.Array, *, batch_size: int,
+               num_warmup: int, num_samples: int, thin: int) -> ChainResult:
+  """Runs C chains (leading axis of `positions`) on data{"x": [N, p], "y": [N]}.
+
+  Total steps per chain: num_warmup + num_samples · thin. Jit-compiled once per call.
+  """
+  n = data["y"].shape[0]
+  b = int(batch_size)
+  per_epoch = n // b
+  if per_epoch < 1:
+    raise ValueError(f"batch size {b} exceeds the {n} training rows")
+  num_chains = jax.tree.leaves(positions)[0].shape[0]
+  init_key, data_key, step_key = jax.random.split(rng, 3)
+
+  def perms_for(epoch):
+    keys = jax.random.split(jax.random.fold_in(data_key, epoch), num_chains)
+    return jax.vmap(lambda k: jax.random.permutation(k, n))(keys).astype(jnp.int32)
+
+  def batch_at(x, y, perms, j):
+    idx = jax.lax.dynamic_slice_in_dim(perms, j * b, b, axis=1)          # [C, b]
+    return {"x": x[idx], "y": y[idx]}
+
+  step_fn = jax.vmap(kernel.step, in_axes=(0, 0, 0, None))
+
+  def advance(x, y, carry, t):
+    states, perms, resets, nonfinite = carry
+    epoch, j = t // per_epoch, t % per_epoch
+    perms = jax.lax.cond(j == 0, lambda: perms_for(epoch), lambda: perms)
+    keys = jax.random.split(jax.random.fold_in(step_key, t), num_chains)
+    states, info = step_fn(keys, states, batch_at(x, y, perms, j), t)
+    carry = (states, perms, resets + info["reset"].astype(jnp.int32),
+             nonfinite + info["nonfinite"].astype(jnp.int32))
+    return carry, info
+
+  @jax.jit
+  def run(positions, x, y):
+    perms = perms_for(0)
+    states = jax.vmap(kernel.init)(positions, batch_at(x, y, perms, 0), jax.random.split(init_key, num_chains))
+    zeros = jnp.zeros((num_chains,), jnp.int32)
+    carry = (states, perms, zeros, zeros)
+
+    def warm_body(carry, t):
+      carry, _ = advance(x, y, carry, t)
+      return carry, None
+
+    carry, _ = jax.lax.scan(warm_body, carry, jnp.arange(1, num_warmup + 1))
+
+    def sample_body(carry, s):
+      start = num_warmup + 1 + s * thin
+
+      def inner(c, t):
+        return advance(x, y, c, t)
+
+      carry, infos = jax.lax.scan(inner, carry, start + jnp.arange(thin))
+      t_last = start + thin - 1
+      keep = kernel.keep(t_last) if kernel.keep is not None else jnp.ones((), bool)
+      return carry, (kernel.position(carry[0]), infos["logdensity"][-1], keep, infos["step_size"][-1])
+
+    carry, (pos, logd, keep, eps) = jax.lax.scan(sample_body, carry, jnp.arange(num_samples))
+    pos = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)
+    return pos, jnp.swapaxes(logd, 0, 1), keep, carry[2], carry[3], eps[-1], carry[0]
+
+  pos, logd, keep, resets, nonfinite, eps, states = run(positions, data["x"], data["y"])
+  steps = num_warmup + num_samples * thin
+  return ChainResult(pos, logd, keep, resets, nonfinite, eps,
+                     peg_per_step(kernel.grads_per_step, b) * steps + b, states)
+
+
+def run_mclmc(logdensity_fn: Callable[[Any], jax.Array], positions: Any, rng: jax.Array, *, data_size: int,
+              num_tune: int, num_samples: int, thin: int, **mile_kwargs: Any) -> ChainResult:
+  """Full-batch MCLMC / MILE: `mile_warmup` tuning, then thinned sampling, vmapped over chains.
+
+  PEG per chain = 2N · (tuning steps + num_samples · thin) + N (initial gradient).
+  """
+  kernel = mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan)
+  num_chains = jax.tree.leaves(positions)[0].shape[0]
+  counted = {}
+
+  def one_chain(position, key):
+    tune_key, run_key = jax.random.split(key)
+    state, params, n_tune = adapt.mile_warmup(logdensity_fn, position, tune_key, num_steps=num_tune, **mile_kwargs)
+    counted["n_tune"] = int(n_tune)
+
+    def body(carry, s):
+      def inner(st, k):
+        st, info = kernel(k, st, logdensity_fn, params.inverse_mass_matrix, params.L, params.step_size)
+        return st, ~info.nonans
+
+      st, bad = carry
+      st, nan = jax.lax.scan(inner, st, jax.random.split(jax.random.fold_in(run_key, s), thin))
+      return (st, bad + jnp.sum(nan)), (st.position, st.logdensity)
+
+    (state, bad), (pos, logd) = jax.lax.scan(body, (state, jnp.zeros((), jnp.int32)), jnp.arange(num_samples))
+    return pos, logd, bad, params.step_size, params.L
+
+  pos, logd, bad, eps, big_l = jax.jit(jax.vmap(one_chain))(positions, jax.random.split(rng, num_chains))
+  steps = counted.get("n_tune", num_tune) + num_samples * thin
+  del big_l
+  return ChainResult(pos, logd, jnp.ones((num_samples,), bool), jnp.zeros((num_chains,), jnp.int32), bad, eps,
+                     2 * data_size * steps + data_size, None)
+

@@ -1,0 +1,196 @@
+"""SMILE kernels: minibatch microcanonical Langevin steps built from blackjax integrator parts.
+
+One step (one chain) on the minibatch log posterior log p̂_B(θ) = log p(θ) + (N/b) Σ_B log p(y|x,θ):
+
+1. (pSMILE) inverse mass matrix c² from the running gradient-noise statistics;
+2. optional partial refresh of the unit velocity u (L finite; default L = ∞: the minibatch
+   noise plays the refresh's role);
+3. one isokinetic McLachlan step  V(b1 ε) X(ε/2) V(b2 ε) X(ε/2) V(b1 ε)  where V is the exact
+   ESH velocity map (`esh_dynamics_momentum_update_one_step`) and X moves θ ← θ + (ε/2) c⊙u and
+   evaluates (ℓ, g) on the current batch (2 batch gradients per step; the first V reuses the
+   previous batch's gradient, as the reference does);
+4. ΔE = ΔK − (ℓ_new − ℓ_old);
+5. guardrails: a non-finite ΔE / θ / ℓ / g reverts the step, draws a fresh unit velocity,
+   halves ε and leaves the tuner statistics untouched; (tuned variants) a reset reverts θ,
+   ℓ, g and zeros u when |ΔE| exceeds the Gamma quantile Q(p_reset); ε adapts by the
+   Gamma-quantile rule (see `adaptation`);
+6. (pSMILE) the preconditioner statistics absorb the new raw gradient.
+
+Variants: SMILE-naive = `smile(tuned=False)`, SMILE = `smile()`, pSMILE-naive =
+`psmile(tuned=False)`, pSMILE = `psmile()`.
+"""
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from blackjax.mcmc import integrators
+from blackjax.util import generate_unit_vector
+from jax.flatten_util import ravel_pytree
+
+from jaxml.smile import adaptation as adapt
+
+__all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "make_integrator", "GRAD_CLIP"]
+
+GRAD_CLIP = 1e6
+
+
+class SmileState(NamedTuple):
+  """integrator: blackjax IntegratorState (position, unit momentum, ℓ and g of the last batch)."""
+
+  integrator: integrators.IntegratorState
+  step_size: jax.Array
+  initial_step_size: jax.Array
+  tuner: adapt.TunerState
+  precond: adapt.PrecondState
+
+  @property
+  def position(self) -> Any:
+    return self.integrator.position
+
+
+class SmileInfo(NamedTuple):
+  logdensity: jax.Array
+  kinetic_change: jax.Array
+  energy_change: jax.Array
+  nonans: jax.Array
+  reset: jax.Array
+  step_size: jax.Array
+
+
+class Sampler(NamedTuple):
+  """init(position, minibatch, rng) -> SmileState; step(rng, state, minibatch) -> (state, info)."""
+
+  init: Callable[..., SmileState]
+  step: Callable[..., tuple[SmileState, SmileInfo]]
+
+
+def _tree_finite(tree: Any) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def _bind(logdensity_fn: Callable[[Any, Any], jax.Array], minibatch: Any) -> Callable[[Any], jax.Array]:
+  return lambda position: logdensity_fn(position, minibatch)
+
+
+def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matrix: Any = 1.0, *,
+                    sanitize: bool = True, coefficients=integrators.mclachlan_coefficients):
+  """Isokinetic integrator (recipe B) whose position op also checks and cleans gradients.
+
+  Returns `step(state, step_size) -> (IntegratorState, kinetic_change, finite)`; `finite` is
+  False if any evaluated ℓ or g was non-finite. With `sanitize`, NaN gradients become 0 and
+  every coordinate is clipped to ±GRAD_CLIP before the velocity map uses it. For finite
+  gradients inside the clip range it equals `integrators.isokinetic_mclachlan` exactly.
+  """
+  value_and_grad = jax.value_and_grad(logdensity_fn)
+
+  def position_op(position, kinetic_grad, step_size, coef, aux):
+    new_position = jax.tree.map(lambda x, v: x + step_size * coef * v, position, kinetic_grad)
+    logdensity, grad = value_and_grad(new_position)
+    finite = jnp.isfinite(logdensity) & _tree_finite(grad)
+    if sanitize:
+      grad = jax.tree.map(lambda g: jnp.clip(jnp.nan_to_num(g, nan=0.0, posinf=GRAD_CLIP, neginf=-GRAD_CLIP),
+                                             -GRAD_CLIP, GRAD_CLIP), grad)
+    finite = finite if aux is None else aux & finite
+    return new_position, logdensity, grad, finite
+
+  def fmt(position, momentum, logdensity, logdensity_grad, kinetic_grad, position_info, momentum_info):
+    del kinetic_grad
+    return integrators.IntegratorState(position, momentum, logdensity, logdensity_grad), momentum_info, position_info
+
+  return integrators.generalized_two_stage_integrator(
+      integrators.esh_dynamics_momentum_update_one_step(inverse_mass_matrix), position_op, coefficients,
+      format_output_fn=fmt)
+
+
+def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float,
+           precondition: bool, tuned: bool, tuner: adapt.TunerConfig, precond: adapt.PrecondConfig,
+           same_batch_energy: bool) -> Sampler:
+  step_size0 = float(step_size)
+
+  def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
+    target = _bind(logdensity_fn, minibatch)
+    logdensity, grad = jax.value_and_grad(target)(position)
+    state = integrators.IntegratorState(position, generate_unit_vector(rng, position), logdensity, grad)
+    dim = ravel_pytree(position)[0].shape[0]
+    if dim < 2:
+      raise ValueError("SMILE needs at least 2 parameters")
+    return SmileState(integrator=state, step_size=jnp.asarray(step_size0, jnp.float32),
+                      initial_step_size=jnp.asarray(step_size0, jnp.float32), tuner=adapt.tuner_init(),
+                      precond=adapt.precond_init(dim))
+
+  def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
+    # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
+    kernel_key, _, nan_key = jax.random.split(rng, 3)
+    refresh_key1, refresh_key2 = jax.random.split(kernel_key)
+    target = _bind(logdensity_fn, minibatch)
+    imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
+    old = state.integrator
+    if same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
+      old = old._replace(logdensity=target(old.position))
+    eps = state.step_size
+    st = old._replace(momentum=integrators.partially_refresh_momentum(old.momentum, refresh_key1, eps * 0.5, L))
+    new, kinetic_change, finite = make_integrator(target, imm)(st, eps)
+    new = new._replace(momentum=integrators.partially_refresh_momentum(new.momentum, refresh_key2, eps * 0.5, L))
+    energy_change = kinetic_change - new.logdensity + old.logdensity
+    ok = (finite & jnp.isfinite(energy_change) & jnp.isfinite(kinetic_change) & _tree_finite(new.position)
+          & _tree_finite(new.momentum))
+    abs_de = jnp.where(ok, jnp.abs(energy_change), 0.0)
+
+    if tuned:
+      q_reset, _, _ = adapt.tuner_thresholds(state.tuner, tuner)
+      reset = ok & (state.tuner.t >= tuner.freeze_steps) & (abs_de > q_reset)
+    else:
+      reset = jnp.zeros((), bool)
+    zeros = jax.tree.map(jnp.zeros_like, old.momentum)
+    random_u = generate_unit_vector(nan_key, old.position)
+    reverted = old._replace(momentum=jax.tree.map(lambda z, r: jnp.where(ok, z, r), zeros, random_u))
+    keep = ok & ~reset
+    out = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, reverted)
+
+    if tuned:
+      eps_new = adapt.adapt_step_size(eps, abs_de, state.tuner, tuner, state.initial_step_size, ~ok)
+      tun = jax.tree.map(lambda a, b: jnp.where(ok, a, b), adapt.tuner_update(state.tuner, abs_de, tuner),
+                         state.tuner)
+    else:
+      eps_new = jnp.where(ok, eps, jnp.maximum(eps * 0.5, tuner.eps_floor_frac * state.initial_step_size))
+      tun = state.tuner
+    if precondition:
+      g_flat = ravel_pytree(out.logdensity_grad)[0]
+      pre = jax.tree.map(lambda a, b: jnp.where(keep, a, b), adapt.precond_update(state.precond, g_flat, precond),
+                         state.precond)
+    else:
+      pre = state.precond
+    info = SmileInfo(logdensity=out.logdensity, kinetic_change=jnp.where(ok, kinetic_change, 0.0),
+                     energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
+    return SmileState(out, eps_new, state.initial_step_size, tun, pre), info
+
+  return Sampler(init, step)
+
+
+def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+           precondition: bool = True, tuned: bool = True, same_batch_energy: bool = False,
+           precond: adapt.PrecondConfig | None = None, **tuner: Any) -> Sampler:
+  """Preconditioned SMILE (pSMILE; pSMILE-naive with `tuned=False`).
+
+  Args:
+    logdensity_fn: `logdensity_fn(position, minibatch) -> scalar`, the minibatch log posterior
+      log p(θ) + (N/b) Σ_B log p(y|x,θ).
+    step_size: initial ε (ε₀; the floor is `eps_floor_frac · ε₀`).
+    L: partial-refresh length (∞: none, the default for minibatch runs).
+    precondition: use the gradient-noise preconditioner.
+    tuned: Gamma-quantile step-size tuner and resets; off = fixed ε (naive variants).
+    same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
+    precond: PrecondConfig; **tuner: TunerConfig fields (p_reset, alpha, delta, beta, ...).
+  """
+  return _build(logdensity_fn, step_size=step_size, L=L, precondition=precondition, tuned=tuned,
+                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
+                same_batch_energy=same_batch_energy)
+
+
+def smile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+          tuned: bool = True, same_batch_energy: bool = False, **tuner: Any) -> Sampler:
+  """SMILE without preconditioning (SMILE-naive with `tuned=False`). See `psmile`."""
+  return psmile(logdensity_fn, step_size=step_size, L=L, precondition=False, tuned=tuned,
+                same_batch_energy=same_batch_energy, **tuner)
