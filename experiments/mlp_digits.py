@@ -103,7 +103,6 @@ def main(argv):
   common.launch(run, experiment="mlp_digits", validate=validate, argv=argv)
 
 
-common.define_flags()
-
 if __name__ == "__main__":
+  common.define_flags()
   common.run_app(main)

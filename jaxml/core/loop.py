@@ -111,7 +111,7 @@ def fit(state: TrainState,
     num_steps: total steps, counted from 0 (not additional steps).
     shard_batch_rows: split batch rows over 'data'; False replicates (full-batch graphs).
     eval_batches: a callable returning an iterable of eval batches (re-iterated each eval).
-    hooks: host callbacks run every `hook.every` steps, after logging and eval.
+    hooks: host callbacks run every `hook.every` steps, after logging and eval, before the checkpoint.
   """
   mesh = mesh or shd.make_mesh()
   main = jax.process_index() == 0
@@ -167,18 +167,20 @@ def fit(state: TrainState,
       if writer is not None:
         writer.write(done, {f"eval/{k}": v for k, v in eval_metrics.items()})
 
+    # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
+    # centroids refreshed every epoch) is what gets saved and resume stays exact.
+    for hook in hooks:
+      if done % hook.every == 0:
+        new_state = hook.fn(done, state)
+        if new_state is not None:
+          state = shd.replicate(new_state, mesh, shardings)
+
     if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
       if not bool(jax.device_get(_tree_finite(state.params))):
         raise NonFiniteLossError(
             f"[{name}] parameters are non-finite at step {done}; not saved. The last good checkpoint "
             f"(step {ckpt.latest_step(checkpoint_manager)}) is kept.")
       ckpt.save(checkpoint_manager, done, state)
-
-    for hook in hooks:
-      if done % hook.every == 0:
-        new_state = hook.fn(done, state)
-        if new_state is not None:
-          state = shd.replicate(new_state, mesh, shardings)
 
   elapsed = time.perf_counter() - t0
   del t_window

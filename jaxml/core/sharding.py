@@ -4,6 +4,7 @@ import re
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
@@ -52,9 +53,18 @@ def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bo
   """
   if not shard:
     sharding = replicated(mesh)
+    if jax.process_count() == 1:
+      return jax.device_put(batch, sharding)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), np.shape(x)), batch)
   sharding = batch_sharding(mesh)
   n_data = mesh.shape[DATA]
+  if jax.process_count() == 1:
+    # One host: a single device_put of the whole tree is the cheapest placement.
+    for x in jax.tree.leaves(batch):
+      if np.shape(x)[0] % n_data:
+        raise ValueError(f"batch of {np.shape(x)[0]} rows does not divide over {n_data} data shards; "
+                         "pick a batch size that is a multiple of the device count")
+    return jax.device_put(batch, sharding)
 
   def put(x):
     x = np.asarray(x)
@@ -92,6 +102,8 @@ def replicate(tree: Any, mesh: Mesh, shardings: Any = None) -> Any:
   """Places a host or device pytree with the given shardings (replicated by default).
 
   Every process must hold the same values (true for state built from the same seed).
+  The result never aliases the input: the loop donates its state, and the caller's arrays
+  (e.g. one trained model shared by several baselines) must survive that.
   """
   shardings = shardings if shardings is not None else jax.tree.map(lambda _: replicated(mesh), tree)
 
@@ -99,7 +111,9 @@ def replicate(tree: Any, mesh: Mesh, shardings: Any = None) -> Any:
     x = np.asarray(jax.device_get(x)) if jax.process_count() > 1 else x
     if jax.process_count() > 1:
       return jax.make_array_from_callback(x.shape, s, lambda idx: x[idx])
-    return jax.device_put(x, s)
+    # An explicit copy first: with several devices, device_put(may_alias=False) still lets
+    # the device-0 shard alias the source buffer (seen on jax 0.12 CPU).
+    return jax.device_put(jnp.copy(x) if isinstance(x, jax.Array) else x, s)
 
   return jax.tree.map(put, tree, shardings)
 

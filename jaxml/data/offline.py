@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import pickle
+import warnings
 from typing import Any
 
 import numpy as np
@@ -220,7 +221,9 @@ def _load_planetoid(root: pathlib.Path, name: str) -> dict[str, Any]:
   import scipy.sparse as sp
   parts = {}
   for part in ("x", "y", "tx", "ty", "allx", "ally", "graph"):
-    with open(_file(root, "graphs", name, f"ind.{name}.{part}"), "rb") as f:
+    with open(_file(root, "graphs", name, f"ind.{name}.{part}"), "rb") as f, warnings.catch_warnings():
+      # Python-2 pickles name the old scipy.sparse.csr module path; harmless.
+      warnings.simplefilter("ignore", DeprecationWarning)
       parts[part] = pickle.load(f, encoding="latin1")
   test_idx = np.loadtxt(_file(root, "graphs", name, f"ind.{name}.test.index"), dtype=np.int64)
   tx, ty = parts["tx"], np.asarray(parts["ty"])

@@ -1,0 +1,102 @@
+"""fit(): resume equals an uninterrupted run, checkpoint round trip, NaN stop, hooks."""
+
+import json
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxml import core
+from tests.core import helpers
+
+
+class _Interrupt(Exception):
+  pass
+
+
+def _run(tmp_path, num_steps, *, interrupt_at=None, ckpt_every=10, name="run"):
+  state, optimizer, data = helpers.fresh_state()
+  hooks = []
+  if interrupt_at is not None:
+    def stop(step, state):
+      if step == interrupt_at:
+        raise _Interrupt()
+    hooks.append(core.Hook(1, stop))
+  manager = core.make_manager(str(tmp_path / name))
+  return core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+                  num_steps=num_steps, log_every=5, checkpoint_manager=manager, checkpoint_every=ckpt_every,
+                  hooks=hooks, progress=False, writer=core.MetricWriter(str(tmp_path / name)))
+
+
+def test_resume_after_interruption_equals_uninterrupted(tmp_path):
+  full = _run(tmp_path, 30, name="full")
+  with pytest.raises(_Interrupt):
+    _run(tmp_path, 30, interrupt_at=17, name="cut")   # dies after the step-10 checkpoint
+  resumed = _run(tmp_path, 30, name="cut")
+  assert resumed.resumed_from == 10
+  chex.assert_trees_all_close(resumed.state.params, full.state.params, rtol=1e-6, atol=1e-7)
+  assert resumed.train_metrics["loss"] == pytest.approx(full.train_metrics["loss"], rel=1e-6)
+  rows = [json.loads(line) for line in open(tmp_path / "full" / "metrics.jsonl")]
+  assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30]
+
+
+def test_checkpoint_round_trip(tmp_path):
+  state, _, _ = helpers.fresh_state()
+  state = state.replace(step=jnp.asarray(7, jnp.int32), extra={"c": jnp.arange(3.0)})
+  manager = core.make_manager(str(tmp_path / "ck"))
+  core.save(manager, 7, state)
+  blank = jax.tree.map(jnp.zeros_like, state)
+  restored = core.restore(manager, core.latest_step(manager), blank)
+  chex.assert_trees_all_equal(restored, state)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+  state, optimizer, data = helpers.fresh_state()
+  get = helpers.batch_fn(data)
+
+  def poisoned(step):
+    batch = get(step)
+    if step >= 12:
+      batch["y"] = np.full_like(batch["y"], np.nan)
+    return batch
+
+  manager = core.make_manager(str(tmp_path / "nan"))
+  with pytest.raises(core.NonFiniteLossError, match="last good checkpoint"):
+    core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), poisoned, num_steps=30,
+             log_every=1, checkpoint_manager=manager, checkpoint_every=5, progress=False)
+  assert core.latest_step(manager) == 10
+  good = core.restore(manager, 10, state)
+  assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(good.params))
+
+
+def test_hook_can_replace_extra_state():
+  state, optimizer, data = helpers.fresh_state()
+  state = state.replace(extra={"count": jnp.zeros(())})
+
+  def bump(step, state):
+    return state.replace(extra={"count": state.extra["count"] + 1})
+
+  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+                    num_steps=12, log_every=6, hooks=[core.Hook(4, bump)], progress=False)
+  assert float(result.state.extra["count"]) == 3.0
+
+
+def test_fit_with_eval_and_iterator(tmp_path):
+  state, optimizer, data = helpers.fresh_state()
+  batches = (helpers.batch_fn(data)(i) for i in range(100))
+  eval_step = core.make_eval_step(lambda p, b: helpers.mlp_loss(p, b, None)[1])
+  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), batches, num_steps=8,
+                    log_every=4, eval_step=eval_step, eval_batches=lambda: [data], eval_every=4,
+                    progress=False)
+  assert set(result.eval_metrics) == {"mae"} and np.isfinite(result.eval_metrics["mae"])
+
+
+def test_fit_leaves_the_callers_arrays_alive():
+  """The loop donates its state; the params the caller passed in must stay usable."""
+  state, optimizer, data = helpers.fresh_state()
+  params = state.params
+  core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+           num_steps=3, log_every=3, progress=False)
+  assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(params))
