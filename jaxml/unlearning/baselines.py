@@ -1,0 +1,507 @@
+"""Unlearning baselines, all started from the same trained model and trained through `core.fit`.
+
+Every function takes (hp, model, params0, task, seed, cache) and returns a `BaselineOutput`
+holding the full edited classifier parameters. Adam is used throughout (the reference repos
+mix SGD and Adam); learning rates and epochs are per-method hyper-parameters (`DEFAULTS`,
+overridable from the experiment config). Notation: f = h o g the classifier, D_r / D_f / D_t
+retain / forget / test sets, CE cross-entropy, KL(p || q) between softmax outputs.
+
+  retrain          CE on D_r from a fresh init with the original recipe (gold standard)
+  finetune         CE on D_r starting from the original model
+  grad_ascent      -CE on D_f
+  neggrad_plus     alpha CE(D_r) - (1 - alpha) CE(D_f)                      (Kurmanji et al. 2023)
+  random_labels    CE(D_f with random wrong labels) + CE(D_r)
+  l1_sparse        CE(D_r) + gamma_t ||theta||_1, gamma_t linear to 0      (Jia et al. 2023)
+  salun            random_labels restricted to the top-q |grad CE(D_f)| weights (Fan et al. 2024)
+  scrub            max-steps: -KL(teacher || student) on D_f; min-steps alpha KL + gamma CE on D_r
+  boundary_shrink  CE on D_f relabelled by the class of the FGSM neighbour  (Chen et al. 2023)
+  bad_teacher      KL to the original on a fraction of D_r, to a random-init teacher on D_f
+  emmn             zero-shot: error-max noise (forget classes) + error-min noise (retained
+                   classes) learnt against the frozen model, then impair / repair on the noise
+  jit              zero-shot: minimise ||f(x) - f(x + xi)|| / ||xi|| around forget inputs (Foster et al.)
+  head_only        control: the Representation Unlearning objective on a copy of the head
+                   (logit space) instead of a transform of z
+"""
+
+import time
+from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxml import core
+from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.api import batched_apply, cached_encoder
+from jaxml.unlearning.losses import weighted_mean
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs
+from jaxml.unlearning.task import UnlearningTask
+from jaxml.unlearning.training import FitOutput, run_fit
+
+__all__ = ["DEFAULTS", "BASELINES", "ZERO_SHOT_BASELINES", "CLASS_ONLY", "BaselineOutput", "NotApplicable",
+           "train_classifier", "run_baseline", "hyperparameters", "saliency_mask", "fgsm_labels"]
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "train": dict(epochs=60.0, lr=1e-3, batch_size=128),
+    "finetune": dict(epochs=10.0, lr=1e-3, batch_size=128),
+    "grad_ascent": dict(epochs=5.0, lr=1e-4, batch_size=128, min_steps=0),
+    "neggrad_plus": dict(epochs=3.0, lr=5e-4, alpha=0.95, batch_size=128),
+    "random_labels": dict(epochs=3.0, lr=1e-3, batch_size=128),
+    "l1_sparse": dict(epochs=5.0, lr=1e-3, gamma_l1=5e-4, batch_size=128),
+    "salun": dict(epochs=3.0, lr=1e-3, mask_fraction=0.5, batch_size=128),
+    "scrub": dict(max_epochs=2, min_epochs=3, lr=5e-4, alpha=1.0, gamma=1.0, batch_size=128),
+    "boundary_shrink": dict(epochs=10.0, lr=1e-4, eps=0.25, batch_size=128, min_steps=0),
+    "bad_teacher": dict(epochs=3.0, lr=1e-4, retain_fraction=0.3, temperature=1.0, batch_size=128),
+    "emmn": dict(noise_per_class=16, noise_steps=400, noise_lr=0.1, noise_l2=0.01,
+                 impair_steps=2, impair_lr=0.01, repair_steps=2, repair_lr=0.01),
+    "jit": dict(epochs=1.0, lr=1e-4, sigma=0.1, num_perturb=4, batch_size=128, min_steps=0),
+    "head_only": dict(beta=0.01, lr=1e-3, epochs=5.0, min_steps=200, batch_size=128),
+}
+
+BASELINES = ("retrain", "finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun",
+             "scrub", "boundary_shrink", "bad_teacher", "head_only")
+ZERO_SHOT_BASELINES = ("emmn", "jit")
+CLASS_ONLY = ("emmn",)
+
+
+class NotApplicable(ValueError):
+  """The baseline does not apply to this regime (e.g. class-level zero-shot methods)."""
+
+
+class BaselineOutput(NamedTuple):
+  params: Any            # full classifier parameters {"encoder", "head"}
+  wall_s: float          # whole unlearning run incl. compile and any pre-computation
+  steady_s: float        # the same without the compiling first step of each fit
+  num_steps: int
+
+
+def hyperparameters(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  key = "train" if name == "retrain" else name
+  if key not in DEFAULTS:
+    raise ValueError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES + ZERO_SHOT_BASELINES)}")
+  hp = dict(DEFAULTS[key])
+  for k, v in dict(overrides or {}).items():
+    if k not in hp:
+      raise ValueError(f"unknown hyper-parameter {k!r} for {name}; expected {sorted(hp)}")
+    hp[k] = type(hp[k])(v) if not isinstance(hp[k], float) else float(v)
+  return hp
+
+
+# --------------------------------------------------------------------------- pieces
+def _apply(model: nn.Module) -> Callable:
+  return lambda p, x: model.apply({"params": p}, x)
+
+
+def _ce(logits: jax.Array, y: jax.Array, w: jax.Array | None = None) -> jax.Array:
+  per = optax.softmax_cross_entropy_with_integer_labels(logits, y)
+  return jnp.mean(per) if w is None else weighted_mean(per, w)
+
+
+def _kl(teacher_logits: jax.Array, student_logits: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """Per-row KL(softmax(t / T) || softmax(s / T)) -> [B]."""
+  lt = jax.nn.log_softmax(teacher_logits / temperature)
+  ls = jax.nn.log_softmax(student_logits / temperature)
+  return jnp.sum(jnp.exp(lt) * (lt - ls), axis=-1)
+
+
+def _adam(lr: float) -> optax.GradientTransformation:
+  """Adam whose learning rate lives in the optimizer state (so a new lr needs no recompile)."""
+  return optax.inject_hyperparams(optax.adam)(learning_rate=float(lr))
+
+
+# Hyper-parameters that never enter a loss closure (lr sits in the optimizer state, epochs and
+# step floors only change the number of steps): excluded from the compile-cache key.
+_NOT_TRACED = ("lr", "epochs", "min_steps", "gamma_l1", "noise_lr", "impair_lr", "repair_lr", "noise_steps",
+               "impair_steps", "repair_steps", "max_epochs", "min_epochs", "retain_fraction", "mask_fraction", "eps")
+
+
+def _key(name: str, hp: Mapping[str, Any], model: nn.Module, *extra: Hashable) -> Hashable:
+  traced = tuple(sorted((k, str(v)) for k, v in hp.items() if k not in _NOT_TRACED))
+  return (name, traced, model, *extra)
+
+
+def _fit(name, params, loss_fn, optimizer, batch_fn, num_steps, seed, extra, cache, hp, model) -> FitOutput:
+  return run_fit(params, loss_fn, optimizer, batch_fn, num_steps=num_steps, seed=seed, extra=extra,
+                 cache=cache, cache_key=_key(name, hp, model), name=name)
+
+
+def _take(task: UnlearningTask, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  return task.x_train[rows], task.y_train[rows].astype(np.int32)
+
+
+def _ce_retain_loss(model: nn.Module) -> Callable:
+  f = _apply(model)
+
+  def loss_fn(params, batch, rng, extra):
+    del rng, extra
+    return _ce(f(params, batch["xr"]), batch["yr"]), {}
+
+  return loss_fn
+
+
+def _rf_batches(task: UnlearningTask, bsz: int, seed: int, *, retain: bool = True, forget: bool = True,
+                retain_idx: np.ndarray | None = None) -> Callable[[int], dict]:
+  """Batches {xr, yr, ir} from D_r and {xf, yf, wf, if} from D_f (ir / if = row indices)."""
+  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, seed, 2)
+  f_stream = index_stream(task.forget_idx, bsz, seed, 1)
+
+  def batch_fn(step):
+    out = {}
+    if retain:
+      rr, _ = r_stream(step)
+      out["xr"], out["yr"] = _take(task, rr)
+      out["ir"] = rr.astype(np.int32)
+    if forget:
+      rf, wf = f_stream(step)
+      out["xf"], out["yf"] = _take(task, rf)
+      out["wf"], out["if"] = wf, rf.astype(np.int32)
+    return out
+
+  return batch_fn
+
+
+def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTask, rows: np.ndarray, *,
+                     seed: int, cache: MutableMapping | None = None, name: str = "train") -> FitOutput:
+  """CE training from a fresh init on the given training rows (original model or Retrain)."""
+  params = model.init(jax.random.key(seed), jnp.asarray(task.x_train[:1]))["params"]
+  bsz = int(hp["batch_size"])
+  stream = index_stream(np.asarray(rows), bsz, seed, 0)
+
+  def batch_fn(step):
+    r, _ = stream(step)
+    x, y = _take(task, r)
+    return {"xr": x, "yr": y, "ir": r.astype(np.int32)}
+
+  steps = steps_for_epochs(len(rows), bsz, float(hp["epochs"]))
+  return run_fit(params, _ce_retain_loss(model), _adam(hp["lr"]), batch_fn, num_steps=steps, seed=seed,
+                 cache=cache, cache_key=_key("train", hp, model), name=name)
+
+
+# --------------------------------------------------------------------------- parameter-editing baselines
+def _finetune(hp, model, params0, task, seed, cache):
+  bsz = int(hp["batch_size"])
+  steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
+  fit = _fit("finetune", params0, _ce_retain_loss(model), _adam(hp["lr"]),
+             _rf_batches(task, bsz, seed, forget=False), steps, seed, None, cache, hp, model)
+  return fit, 0.0
+
+
+def _grad_ascent(hp, model, params0, task, seed, cache):
+  f, bsz = _apply(model), int(hp["batch_size"])
+
+  def loss_fn(params, batch, rng, extra):
+    ce_f = _ce(f(params, batch["xf"]), batch["yf"], batch["wf"])
+    return -ce_f, {"forget_ce": ce_f}
+
+  steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
+  fit = _fit("grad_ascent", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain=False),
+             steps, seed, None, cache, hp, model)
+  return fit, 0.0
+
+
+def _neggrad_plus(hp, model, params0, task, seed, cache):
+  f, bsz, alpha = _apply(model), int(hp["batch_size"]), float(hp["alpha"])
+
+  def loss_fn(params, batch, rng, extra):
+    ce_r = _ce(f(params, batch["xr"]), batch["yr"])
+    ce_f = _ce(f(params, batch["xf"]), batch["yf"], batch["wf"])
+    return alpha * ce_r - (1.0 - alpha) * ce_f, {"retain_ce": ce_r, "forget_ce": ce_f}
+
+  steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
+  fit = _fit("neggrad_plus", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed), steps, seed,
+             None, cache, hp, model)
+  return fit, 0.0
+
+
+def _random_label_batches(task: UnlearningTask, bsz: int, seed: int) -> Callable[[int], dict]:
+  """D_r / D_f batches where each forget row gets a uniformly random *wrong* label (fresh per step)."""
+  base = _rf_batches(task, bsz, seed)
+
+  def batch_fn(step):
+    b = base(step)
+    shift = np.random.default_rng([seed, 11, int(step)]).integers(1, task.num_classes, size=bsz)
+    b["yrand"] = ((b["yf"] + shift) % task.num_classes).astype(np.int32)
+    return b
+
+  return batch_fn
+
+
+def _random_label_loss(model: nn.Module, masked: bool) -> Callable:
+  f = _apply(model)
+
+  def loss_fn(params, batch, rng, extra):
+    if masked:
+      # Gradients (hence Adam updates) vanish outside the saliency mask.
+      params = jax.tree.map(lambda p, m: m * p + (1.0 - m) * jax.lax.stop_gradient(p), params, extra["mask"])
+    ce_f = _ce(f(params, batch["xf"]), batch["yrand"], batch["wf"])
+    ce_r = _ce(f(params, batch["xr"]), batch["yr"])
+    return ce_f + ce_r, {"random_label_ce": ce_f, "retain_ce": ce_r}
+
+  return loss_fn
+
+
+def _random_labels(hp, model, params0, task, seed, cache):
+  bsz = int(hp["batch_size"])
+  steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
+  fit = _fit("random_labels", params0, _random_label_loss(model, False), _adam(hp["lr"]),
+             _random_label_batches(task, bsz, seed), steps, seed, None, cache, hp, model)
+  return fit, 0.0
+
+
+def _l1_sparse(hp, model, params0, task, seed, cache):
+  """CE(D_r) + gamma_t ||theta||_1 with gamma_t = gamma (1 - t / T) carried in the batch (one value
+  repeated per row), so the schedule is not baked into the compiled step."""
+  f, bsz = _apply(model), int(hp["batch_size"])
+  steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
+  base = _rf_batches(task, bsz, seed, forget=False)
+  gamma = float(hp["gamma_l1"])
+
+  def batch_fn(step):
+    return base(step) | {"gamma": np.full(bsz, gamma * (1.0 - step / steps), np.float32)}
+
+  def loss_fn(params, batch, rng, extra):
+    ce_r = _ce(f(params, batch["xr"]), batch["yr"])
+    l1 = sum(jnp.sum(jnp.abs(p)) for p in jax.tree.leaves(params))
+    return ce_r + jnp.mean(batch["gamma"]) * l1, {"retain_ce": ce_r, "l1": l1}
+
+  fit = _fit("l1_sparse", params0, loss_fn, _adam(hp["lr"]), batch_fn, steps, seed, None, cache, hp, model)
+  return fit, 0.0
+
+
+def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarray, fraction: float) -> Any:
+  """m = 1[|grad_theta CE(D_f)| >= its (1 - q) quantile over all weights]: the salient (largest
+  magnitude) q fraction. (The SalUn repository sorts ascending before thresholding; the paper's
+  definition, used here, keeps the largest gradients.)"""
+  f = _apply(model)
+  grads = jax.jit(jax.grad(lambda p, x, y: _ce(f(p, x), y)))(params, jnp.asarray(x_f), jnp.asarray(y_f))
+  flat = jnp.concatenate([jnp.abs(g).ravel() for g in jax.tree.leaves(grads)])
+  threshold = jnp.quantile(flat, 1.0 - fraction)
+  return jax.tree.map(lambda g: (jnp.abs(g) >= threshold).astype(jnp.float32), grads)
+
+
+def _salun(hp, model, params0, task, seed, cache):
+  t0 = time.perf_counter()
+  if task.forget_idx.size:
+    mask = saliency_mask(model, params0, *_take(task, task.forget_idx), float(hp["mask_fraction"]))
+  else:
+    mask = jax.tree.map(jnp.zeros_like, params0)
+  jax.block_until_ready(mask)
+  pre = time.perf_counter() - t0
+  bsz = int(hp["batch_size"])
+  steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
+  fit = _fit("salun", params0, _random_label_loss(model, True), _adam(hp["lr"]),
+             _random_label_batches(task, bsz, seed), steps, seed, {"mask": mask}, cache, hp, model)
+  return fit, pre
+
+
+def _scrub(hp, model, params0, task, seed, cache):
+  f, bsz = _apply(model), int(hp["batch_size"])
+  alpha, gamma = float(hp["alpha"]), float(hp["gamma"])
+  n_max = steps_for_epochs(task.forget_idx.size, bsz, 1.0) if task.forget_idx.size else 0
+  n_min = steps_for_epochs(task.retain_idx.size, bsz, 1.0)
+  phases = []
+  for epoch in range(int(hp["min_epochs"])):
+    if epoch < int(hp["max_epochs"]):
+      phases += [1.0] * n_max
+    phases += [0.0] * n_min
+  phases = np.asarray(phases, np.float32)
+  base = _rf_batches(task, bsz, seed)
+
+  def batch_fn(step):
+    return base(step) | {"phase": np.full(bsz, phases[step], np.float32)}
+
+  def loss_fn(params, batch, rng, extra):
+    teacher = jax.lax.stop_gradient(extra["teacher"])
+    kl_f = weighted_mean(_kl(f(teacher, batch["xf"]), f(params, batch["xf"])), batch["wf"])
+    logits_r = f(params, batch["xr"])
+    kl_r = jnp.mean(_kl(f(teacher, batch["xr"]), logits_r))
+    ce_r = _ce(logits_r, batch["yr"])
+    phase = jnp.mean(batch["phase"])
+    loss = phase * (-kl_f) + (1.0 - phase) * (alpha * kl_r + gamma * ce_r)
+    return loss, {"forget_kl": kl_f, "retain_kl": kl_r, "retain_ce": ce_r}
+
+  fit = _fit("scrub", params0, loss_fn, _adam(hp["lr"]), batch_fn, len(phases), seed,
+             {"teacher": params0}, cache, hp, model)
+  return fit, 0.0
+
+
+def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps: float) -> np.ndarray:
+  """Class predicted by the original model at the FGSM neighbour x + eps sign(grad_x CE)."""
+  f = _apply(model)
+
+  @jax.jit
+  def labels(xb, yb):
+    g = jax.grad(lambda xx: _ce(f(params, xx), yb))(xb)
+    return jnp.argmax(f(params, xb + eps * jnp.sign(g)), axis=-1)
+
+  return np.asarray(labels(jnp.asarray(x), jnp.asarray(y)), np.int32)
+
+
+def _boundary_shrink(hp, model, params0, task, seed, cache):
+  f, bsz = _apply(model), int(hp["batch_size"])
+  t0 = time.perf_counter()
+  x_f, y_f = _take(task, task.forget_idx)
+  y_b = np.zeros(task.x_train.shape[0], np.int32)
+  if task.forget_idx.size:
+    y_b[task.forget_idx] = fgsm_labels(model, params0, x_f, y_f, float(hp["eps"]))
+  pre = time.perf_counter() - t0
+  base = _rf_batches(task, bsz, seed, retain=False)
+
+  def batch_fn(step):
+    b = base(step)
+    return b | {"yb": y_b[b["if"]]}
+
+  def loss_fn(params, batch, rng, extra):
+    ce = _ce(f(params, batch["xf"]), batch["yb"], batch["wf"])
+    return ce, {"neighbour_ce": ce}
+
+  steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
+  fit = _fit("boundary_shrink", params0, loss_fn, _adam(hp["lr"]), batch_fn, steps, seed, None, cache, hp, model)
+  return fit, pre
+
+
+def _bad_teacher(hp, model, params0, task, seed, cache):
+  f, bsz, temp = _apply(model), int(hp["batch_size"]), float(hp["temperature"])
+  rng = np.random.default_rng([seed, 13])
+  n_keep = max(1, int(round(float(hp["retain_fraction"]) * task.retain_idx.size)))
+  retain_sub = np.sort(rng.choice(task.retain_idx, n_keep, replace=False))
+  bad = model.init(jax.random.key(seed + 100_003), jnp.asarray(task.x_train[:1]))["params"]
+
+  def loss_fn(params, batch, rng, extra):
+    good, incompetent = jax.lax.stop_gradient(extra["teacher"]), jax.lax.stop_gradient(extra["bad"])
+    kl_r = jnp.mean(_kl(f(good, batch["xr"]), f(params, batch["xr"]), temp))
+    kl_f = weighted_mean(_kl(f(incompetent, batch["xf"]), f(params, batch["xf"]), temp), batch["wf"])
+    return kl_r + kl_f, {"retain_kl": kl_r, "forget_kl": kl_f}
+
+  steps = steps_for_epochs(n_keep + task.forget_idx.size, bsz, hp["epochs"])
+  fit = _fit("bad_teacher", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain_idx=retain_sub),
+             steps, seed, {"teacher": params0, "bad": bad}, cache, hp, model)
+  return fit, 0.0
+
+
+def _head_only(hp, model, params0, task, seed, cache):
+  """RU's objective with the head as the trainable map (logit space): retain logits stay put,
+  forget logits move to the logits of reference rows of D (mean squared distance)."""
+  bsz, beta = int(hp["batch_size"]), float(hp["beta"])
+  t0 = time.perf_counter()
+  enc = cached_encoder(model, params0, cache)
+  z_all = batched_apply(enc, task.x_train)
+  pre = time.perf_counter() - t0
+  r_stream = index_stream(task.retain_idx, bsz, seed, 2)
+  f_stream = index_stream(task.forget_idx, bsz, seed, 1)
+  a_stream = index_stream(np.concatenate([task.retain_idx, task.forget_idx]), bsz, seed, 3)
+
+  def batch_fn(step):
+    rr, _ = r_stream(step)
+    rf, wf = f_stream(step)
+    ra, _ = a_stream(step)
+    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
+
+  def loss_fn(params, batch, rng, extra):
+    h = lambda p, z: model_lib.head_logits(model, p, z)  # noqa: E731
+    ref = jax.lax.stop_gradient(extra["model"])
+    l_r = jnp.mean((h(params, batch["zr"]) - h(ref, batch["zr"])) ** 2)
+    target = h(ref, batch["zref"])
+    t_mean = jnp.mean(target, axis=0)
+    spread = jnp.mean(jnp.sum((target - t_mean) ** 2, axis=-1))
+    per_row = jnp.sum((h(params, batch["zf"]) - t_mean) ** 2, axis=-1) + spread
+    l_f = weighted_mean(per_row, batch["wf"])
+    return l_r + beta * l_f, {"retain_loss": l_r, "forget_loss": l_f}
+
+  steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
+  opt = core.freeze(_adam(hp["lr"]), [r"^encoder/"])
+  fit = _fit("head_only", params0, loss_fn, opt, batch_fn, steps, seed, {"model": params0}, cache, hp, model)
+  return fit, pre
+
+
+# --------------------------------------------------------------------------- zero-shot baselines
+def _emmn(hp, model, params0, task, seed, cache):
+  """Zero-shot (no training data): noise learnt against the frozen model, then impair / repair."""
+  if not task.forget_classes:
+    raise NotApplicable("emmn is a class-level method (needs forgotten classes)")
+  f = _apply(model)
+  k = int(hp["noise_per_class"])
+  forget = list(task.forget_classes)
+  keep = [c for c in range(task.num_classes) if c not in forget]
+  labels = np.asarray([c for c in forget for _ in range(k)] + [c for c in keep for _ in range(k)], np.int32)
+  signs = np.asarray([-1.0] * (k * len(forget)) + [1.0] * (k * len(keep)), np.float32)
+  shape = task.x_train.shape[1:]
+  noise0 = jax.random.normal(jax.random.key(seed + 7), (labels.size,) + shape, jnp.float32)
+  lam = float(hp["noise_l2"])
+  total_wall = total_steady = 0.0
+
+  def noise_loss(params, batch, rng, extra):
+    logits = f(jax.lax.stop_gradient(extra["model"]), params["noise"])
+    per = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
+    reg = jnp.mean(jnp.sum(params["noise"].reshape(labels.size, -1) ** 2, axis=-1))
+    # Error-maximising rows (sign -1) ascend CE of the forgotten class; error-minimising rows descend.
+    return jnp.mean(batch["sign"] * per) + lam * reg, {"noise_ce": jnp.mean(per)}
+
+  noise_batch = {"y": labels, "sign": signs}
+  fit = run_fit({"noise": noise0}, noise_loss, _adam(hp["noise_lr"]), lambda s: noise_batch,
+                num_steps=int(hp["noise_steps"]), seed=seed, extra={"model": params0}, cache=cache,
+                cache_key=_key("emmn_noise", hp, model, labels.size), name="emmn_noise")
+  noise = np.asarray(fit.params["noise"])
+  total_wall, total_steady = fit.wall_s, fit.steady_s
+
+  def ce_loss(params, batch, rng, extra):
+    return _ce(f(params, batch["x"]), batch["y"], batch["w"]), {}
+
+  impair = {"x": noise, "y": labels, "w": np.ones(labels.size, np.float32)}
+  fit = run_fit(params0, ce_loss, _adam(hp["impair_lr"]), lambda s: impair, num_steps=int(hp["impair_steps"]),
+                seed=seed, cache=cache, cache_key=_key("emmn_impair", hp, model, labels.size), name="emmn_impair")
+  total_wall, total_steady = total_wall + fit.wall_s, total_steady + fit.steady_s
+  repair = impair | {"w": (signs > 0).astype(np.float32)}     # error-minimising (retained-class) noise only
+  fit = run_fit(fit.params, ce_loss, _adam(hp["repair_lr"]), lambda s: repair, num_steps=int(hp["repair_steps"]),
+                seed=seed, cache=cache, cache_key=_key("emmn_repair", hp, model, labels.size), name="emmn_repair")
+  total_wall, total_steady = total_wall + fit.wall_s, total_steady + fit.steady_s
+  out = FitOutput(fit.params, total_wall, total_steady,
+                  int(hp["noise_steps"]) + int(hp["impair_steps"]) + int(hp["repair_steps"]), fit.final_loss)
+  return out, 0.0
+
+
+def _jit(hp, model, params0, task, seed, cache):
+  """JiT: smooth the model around each forget input (no labels, no retained data)."""
+  f, bsz = _apply(model), int(hp["batch_size"])
+  sigma, kk = float(hp["sigma"]), int(hp["num_perturb"])
+
+  def loss_fn(params, batch, rng, extra):
+    x = batch["xf"]
+    xi = sigma * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
+    p = jax.nn.softmax(f(params, x))
+    p_xi = jax.nn.softmax(f(params, (x[None] + xi).reshape((-1,) + x.shape[1:]))).reshape((kk,) + p.shape)
+    ratio = jnp.linalg.norm(p[None] - p_xi, axis=-1) / jnp.linalg.norm(xi.reshape(kk, x.shape[0], -1), axis=-1)
+    lip = weighted_mean(jnp.mean(ratio, axis=0), batch["wf"])
+    return lip, {"lipschitz": lip}
+
+  steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
+  fit = _fit("jit", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain=False), steps, seed,
+             None, cache, hp, model)
+  return fit, 0.0
+
+
+_RUNNERS = {
+    "finetune": _finetune, "grad_ascent": _grad_ascent, "neggrad_plus": _neggrad_plus,
+    "random_labels": _random_labels, "l1_sparse": _l1_sparse, "salun": _salun, "scrub": _scrub,
+    "boundary_shrink": _boundary_shrink, "bad_teacher": _bad_teacher, "head_only": _head_only,
+    "emmn": _emmn, "jit": _jit,
+}
+
+
+def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask, *, seed: int,
+                 overrides: Mapping[str, Any] | None = None,
+                 cache: MutableMapping | None = None) -> BaselineOutput:
+  """Runs one baseline by name (retrain included) from the trained `params0`."""
+  hp = hyperparameters(name, overrides)
+  t0 = time.perf_counter()
+  if name == "retrain":
+    fit = train_classifier(hp, model, task, task.retain_idx, seed=seed, cache=cache, name="retrain")
+    pre = 0.0
+  else:
+    fit, pre = _RUNNERS[name](hp, model, params0, task, seed, cache)
+  wall = time.perf_counter() - t0
+  compile_overhead = max(fit.wall_s - fit.steady_s, 0.0)
+  del pre
+  return BaselineOutput(fit.params, wall, wall - compile_overhead, fit.num_steps)

@@ -1,0 +1,120 @@
+"""Unlearning evaluation: accuracies, MIAs, gap to Retrain, output divergences, representation checks.
+
+Percentages throughout (SalUn convention): UA = 100 - Acc(D_f), RA = Acc(D_r), TA = Acc(D_t),
+TA_r / TA_f = test accuracy on test rows not of / of the forgotten kind (classes or sub-class),
+MIA = confidence SVC-MIA efficacy (% of D_f called non-member), loss-MIA AUC (D_f vs D_t),
+Avg. Gap = mean(|UA - UA*|, |RA - RA*|, |TA - TA*|, |MIA - MIA*|) with * = Retrain (same seed).
+"""
+
+from typing import Callable, Mapping, NamedTuple
+
+import numpy as np
+
+from jaxml.metrics import mia as mia_lib
+from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
+from jaxml.unlearning.task import UnlearningTask
+
+__all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
+           "GAP_KEYS"]
+
+GAP_KEYS = ("UA", "RA", "TA", "MIA")
+
+
+class Outputs(NamedTuple):
+  """Logits and representations of one model on the training and test rows (numpy)."""
+
+  logits_train: np.ndarray   # [n, C]
+  feats_train: np.ndarray    # [n, D]
+  logits_test: np.ndarray    # [n_test, C]
+  feats_test: np.ndarray     # [n_test, D]
+
+
+def collect_outputs(predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], task: UnlearningTask,
+                    chunk: int = 2048) -> Outputs:
+  """predict(x) -> (logits, feats) over chunks of the train and test inputs."""
+  def run(x):
+    parts = [predict(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)]
+    return (np.concatenate([np.asarray(p[0]) for p in parts]), np.concatenate([np.asarray(p[1]) for p in parts]))
+
+  lt, ft = run(task.x_train)
+  le, fe = run(task.x_test)
+  return Outputs(lt, ft, le, fe)
+
+
+def _acc(logits: np.ndarray, y: np.ndarray) -> float:
+  return float(100.0 * np.mean(np.argmax(logits, -1) == y)) if len(y) else float("nan")
+
+
+def unlearning_metrics(out: Outputs, task: UnlearningTask) -> dict[str, float]:
+  """UA, RA, TA, TA_r, TA_f, MIA (SVC efficacy), MIA_AUC (loss attack D_f vs D_t)."""
+  y = np.asarray(task.y_train)
+  r, f = task.retain_idx, task.forget_idx
+  m = {"UA": 100.0 - _acc(out.logits_train[f], y[f]), "RA": _acc(out.logits_train[r], y[r]),
+       "TA": _acc(out.logits_test, task.y_test)}
+  mask = task.test_forget_mask if task.test_forget_mask is not None else np.zeros(len(task.y_test), bool)
+  if mask.any():
+    m["TA_r"] = _acc(out.logits_test[~mask], task.y_test[~mask])
+    m["TA_f"] = _acc(out.logits_test[mask], task.y_test[mask])
+  # Attackers are fitted on the unlearned model's own outputs (members: retained rows).
+  perm = np.random.default_rng(0).permutation(r.size)
+  rr = r[perm]
+  m["MIA"] = mia_lib.svc_mia_efficacy(out.logits_train[rr], y[rr], out.logits_test, task.y_test,
+                                      out.logits_train[f], y[f])
+  m["MIA_AUC"] = (mia_lib.loss_mia_auc(out.logits_train[f], y[f], out.logits_test, task.y_test)
+                  if f.size else float("nan"))
+  return m
+
+
+def avg_gap(metrics: Mapping[str, float], reference: Mapping[str, float]) -> float:
+  """Mean absolute difference to the reference (Retrain) over UA, RA, TA, MIA."""
+  return float(np.mean([abs(metrics[k] - reference[k]) for k in GAP_KEYS]))
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+  z = np.asarray(z, np.float64)
+  e = np.exp(z - z.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def divergences(out: Outputs, ref: Outputs, task: UnlearningTask) -> dict[str, float]:
+  """Mean KL(p_retrain || p) and JS(p, p_retrain) of softmax outputs on D_r, D_f, D_t."""
+  eps = 1e-12
+  res = {}
+  for name, a, b in (("r", out.logits_train[task.retain_idx], ref.logits_train[task.retain_idx]),
+                     ("f", out.logits_train[task.forget_idx], ref.logits_train[task.forget_idx]),
+                     ("t", out.logits_test, ref.logits_test)):
+    if not len(a):
+      res[f"KL_{name}"] = res[f"JS_{name}"] = float("nan")
+      continue
+    p, q = _softmax(a), _softmax(b)
+    mix = 0.5 * (p + q)
+    kl = lambda u, v: np.sum(u * (np.log(u + eps) - np.log(v + eps)), -1)  # noqa: E731
+    res[f"KL_{name}"] = float(np.mean(kl(q, p)))
+    res[f"JS_{name}"] = float(np.mean(0.5 * kl(p, mix) + 0.5 * kl(q, mix)))
+  return res
+
+
+def representation_checks(out: Outputs, original: Outputs, task: UnlearningTask, *, seed: int = 0,
+                          max_rows: int = 400) -> dict[str, float]:
+  """Linear probe of forget labels from the (unlearned) representations, and linear CKA to the
+  original representations on D_r and D_f.
+
+  Probe: logistic regression fitted on half of D_f plus as many D_r rows (labels
+  `y_probe_train`), scored (%) on the other half of D_f. High values mean the forgotten
+  labels are still linearly decodable from the features.
+  """
+  rng = np.random.default_rng([seed, 17])
+  y = np.asarray(task.y_probe_train if task.y_probe_train is not None else task.y_train)
+  f = rng.permutation(task.forget_idx)[: 2 * max_rows]
+  r = rng.permutation(task.retain_idx)[:max_rows]
+  res = {}
+  if f.size >= 4:
+    half = f.size // 2
+    fit_rows = np.concatenate([f[:half], r[: max(half, 1)]])
+    res["probe_f"] = linear_probe_accuracy(out.feats_train[fit_rows], y[fit_rows],
+                                           out.feats_train[f[half:]], y[f[half:]])
+    res["CKA_f"] = linear_cka(out.feats_train[f], original.feats_train[f])
+  else:
+    res["probe_f"] = res["CKA_f"] = float("nan")
+  res["CKA_r"] = linear_cka(out.feats_train[r], original.feats_train[r])
+  return res

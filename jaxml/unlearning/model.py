@@ -1,0 +1,70 @@
+"""The classifier under unlearning: an encoder g and a linear head h, x -> h(g(x)).
+
+Any Linen module with submodules named `encoder` and `head` (e.g. `jaxml.nn.resnet.ResNet`)
+works with the helpers below; `MLPClassifier` is the CPU-scale one (z = the input of the
+last linear layer, i.e. post-ReLU features).
+"""
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxml.core.types import Params
+from jaxml.nn.mlp import MLP
+
+__all__ = ["MLPEncoder", "MLPClassifier", "encode", "head_logits", "logits", "head_kernel"]
+
+
+class MLPEncoder(nn.Module):
+  """[B, ...] -> [B, D]: flatten, Dense-ReLU stack, ReLU on the last layer too."""
+
+  features: Sequence[int] = (256, 128)
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    x = x.reshape(x.shape[0], -1)
+    return nn.relu(MLP(tuple(self.features), name="mlp")(x))
+
+
+class MLPClassifier(nn.Module):
+  """Encoder + linear head, submodules named `encoder` and `head` (as ResNet's)."""
+
+  num_classes: int
+  features: Sequence[int] = (256, 128)
+
+  def setup(self):
+    self.encoder = MLPEncoder(tuple(self.features))
+    self.head = nn.Dense(self.num_classes)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return self.head(self.encoder(x))
+
+
+def _encode(module: nn.Module, x: jax.Array) -> jax.Array:
+  return module.encoder(x)
+
+
+def _head(module: nn.Module, z: jax.Array) -> jax.Array:
+  return module.head(z)
+
+
+def encode(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
+  """z = g(x): [B, ...] -> [B, D]; `params` is the full {'encoder', 'head'} tree."""
+  return model.apply({"params": params}, x, method=_encode)
+
+
+def head_logits(model: nn.Module, params: Params, z: jax.Array) -> jax.Array:
+  """h(z) = z W + b: [B, D] -> [B, C]."""
+  return model.apply({"params": params}, z, method=_head)
+
+
+def logits(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
+  """h(g(x)): [B, ...] -> [B, C]."""
+  return model.apply({"params": params}, x)
+
+
+def head_kernel(params: Params) -> jax.Array:
+  """Class prototypes w_c as rows: the head kernel transposed, [C, D]."""
+  return jnp.asarray(params["head"]["kernel"]).T

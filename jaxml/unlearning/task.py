@@ -1,0 +1,29 @@
+"""The unlearning problem handed to the method, the baselines and the evaluation."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["UnlearningTask"]
+
+
+class UnlearningTask(NamedTuple):
+  """Training rows split into retain / forget by index, plus a test set.
+
+  x_train [n, ...], y_train [n] int (labels the model is trained on), retain_idx / forget_idx
+  disjoint row indices covering [0, n); x_test, y_test; num_classes; forget_classes (whole
+  classes forgotten, else empty); test_forget_mask [n_test] bool marks test rows of the
+  forgotten kind (forgotten classes or sub-class; all False for random forgetting);
+  y_probe_train [n] labels for the forget-label linear probe (fine labels in the sub-class regime).
+  """
+
+  x_train: np.ndarray
+  y_train: np.ndarray
+  retain_idx: np.ndarray
+  forget_idx: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  num_classes: int
+  forget_classes: tuple[int, ...] = ()
+  test_forget_mask: np.ndarray | None = None
+  y_probe_train: np.ndarray | None = None

@@ -1,0 +1,68 @@
+"""The representation transform T_phi: R^D -> R^D that unlearning trains (and only it).
+
+* `linear`:   z' = A z + c with A = I, c = 0 at init (exact identity).
+* `residual`: z' = z + U relu(V z + a) + b with U, b zero-initialised (exact identity at
+              step 0); the jaxml default (inferred, our choice).
+* `mlp`:      the reference code's plain MLP D -> h_1 -> ... -> D with default (random)
+              init and no skip, so it must learn the identity through the retain term.
+"""
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+__all__ = ["LinearTransform", "ResidualTransform", "MLPTransform", "make_transform", "TRANSFORMS"]
+
+TRANSFORMS = ("linear", "residual", "mlp")
+
+
+class LinearTransform(nn.Module):
+  """z' = z A + c, A initialised to the identity."""
+
+  @nn.compact
+  def __call__(self, z: jax.Array) -> jax.Array:
+    d = z.shape[-1]
+    a = self.param("kernel", lambda _, shape: jnp.eye(*shape, dtype=jnp.float32), (d, d))
+    c = self.param("bias", nn.initializers.zeros, (d,))
+    return z @ a + c
+
+
+class ResidualTransform(nn.Module):
+  """z' = z + MLP(z), the MLP's last layer zero-initialised."""
+
+  hidden: Sequence[int] = (256,)
+
+  @nn.compact
+  def __call__(self, z: jax.Array) -> jax.Array:
+    h = z
+    for i, width in enumerate(self.hidden):
+      h = nn.relu(nn.Dense(width, name=f"Dense_{i}")(h))
+    out = nn.Dense(z.shape[-1], kernel_init=nn.initializers.zeros, bias_init=nn.initializers.zeros,
+                   name="out")(h)
+    return z + out
+
+
+class MLPTransform(nn.Module):
+  """Plain MLP D -> hidden... -> D (the reference's `mlp`, random init, no skip)."""
+
+  hidden: Sequence[int] = (256,)
+
+  @nn.compact
+  def __call__(self, z: jax.Array) -> jax.Array:
+    h = z
+    for i, width in enumerate(self.hidden):
+      h = nn.relu(nn.Dense(width, name=f"Dense_{i}")(h))
+    return nn.Dense(z.shape[-1], name="out")(h)
+
+
+def make_transform(kind: str = "residual", hidden: Sequence[int] = (256,)) -> nn.Module:
+  """Builds T by name (`linear`, `residual` or `mlp`)."""
+  if kind == "linear":
+    return LinearTransform()
+  if kind == "residual":
+    return ResidualTransform(tuple(hidden))
+  if kind == "mlp":
+    return MLPTransform(tuple(hidden))
+  raise ValueError(f"unknown transform {kind!r}; expected one of {', '.join(TRANSFORMS)}")

@@ -1,0 +1,102 @@
+"""Behavioural properties of Representation Unlearning, the Retrain baseline and the MIAs."""
+
+import jax
+import numpy as np
+import pytest
+
+from jaxml import core
+from jaxml.metrics import mia
+from jaxml.unlearning import api, baselines, evaluate
+from jaxml.unlearning import model as model_lib
+from jaxml.unlearning import training
+from tests.unlearning.helpers import gaussian_task
+
+MODEL = model_lib.MLPClassifier(3, (16, 8))
+TRAIN = {"epochs": 20.0, "batch_size": 16, "lr": 3e-3}
+
+
+@pytest.fixture(scope="module")
+def trained():
+  task = gaussian_task()
+  fit = baselines.train_classifier(baselines.hyperparameters("retrain", TRAIN), MODEL, task,
+                                   np.arange(task.x_train.shape[0]), seed=0)
+  return task, fit.params
+
+
+def _predict(params, x):
+  return np.asarray(MODEL.apply({"params": params}, x))
+
+
+@pytest.mark.parametrize("zero_shot", [False, True])
+def test_empty_forget_set_leaves_model_unchanged(trained, zero_shot):
+  task, params = trained
+  empty = np.zeros(0, np.int64)
+  cfg = {"zero_shot": zero_shot, "batch_size": 16, "min_steps": 5, "hidden": (8,), "lr": 1e-2}
+  out = api.unlearn(cfg, MODEL, params, task.x_train, task.y_train, np.arange(task.x_train.shape[0]), empty,
+                    num_classes=3, seed=0)
+  assert out.fit.num_steps == 5
+  logits, _ = api.make_predict_fn(cfg, MODEL)(out.params, task.x_test)
+  np.testing.assert_array_equal(np.asarray(logits), _predict(params, task.x_test))
+
+
+def test_standard_unlearning_moves_forget_features_to_the_mean_and_keeps_retain(trained):
+  task, params = trained
+  cfg = {"batch_size": 16, "min_steps": 80, "hidden": (16,), "lr": 1e-2, "beta": 0.1}
+  out = api.unlearn(cfg, MODEL, params, task.x_train, task.y_train, task.retain_idx, task.forget_idx,
+                    num_classes=3, forget_classes=task.forget_classes, seed=0)
+  logits, z_new = api.make_predict_fn(cfg, MODEL)(out.params, task.x_train)
+  z_old = np.asarray(model_lib.encode(MODEL, params, task.x_train))
+  target = z_old.mean(axis=0)           # minimiser of L_f: the mean representation of D
+  f, r = task.forget_idx, task.retain_idx
+  before = np.linalg.norm(z_old[f] - target, axis=-1).mean()
+  after = np.linalg.norm(np.asarray(z_new)[f] - target, axis=-1).mean()
+  assert after < 0.3 * before, (before, after)
+  agree = np.mean(np.argmax(np.asarray(logits)[r], -1) == np.argmax(_predict(params, task.x_train[r]), -1))
+  assert agree > 0.95, agree
+
+
+def test_retrain_never_sees_forget_rows(trained, monkeypatch):
+  task, params = trained
+  x = task.x_train.copy()
+  x[task.forget_idx] = np.nan          # any forget row reaching the model would make it non-finite
+  task = task._replace(x_train=x)
+  seen = []
+  real_fit = core.fit
+
+  def recording_fit(state, train_step, batches, *, num_steps, **kw):
+    for step in range(num_steps):
+      seen.append(np.asarray(batches(step)["ir"]))
+    return real_fit(state, train_step, batches, num_steps=num_steps, **kw)
+
+  monkeypatch.setattr(training.core, "fit", recording_fit)
+  out = baselines.run_baseline("retrain", MODEL, params, task, seed=1, overrides=TRAIN)
+  rows = np.concatenate(seen)
+  assert np.intersect1d(rows, task.forget_idx).size == 0
+  assert set(rows.tolist()) == set(task.retain_idx.tolist())
+  assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(out.params))
+
+
+def test_mia_near_chance_for_model_trained_without_forget_set():
+  # Random labels: a member is recognisable only through memorisation.
+  rng = np.random.default_rng(0)
+  n, n_test, dim = 320, 320, 24
+  x = rng.normal(size=(n + n_test, dim)).astype(np.float32)
+  y = rng.integers(0, 3, size=n + n_test).astype(np.int32)
+  forget = rng.choice(n, 32, replace=False)
+  retain = np.setdiff1d(np.arange(n), forget)
+  from jaxml.unlearning.task import UnlearningTask
+  task = UnlearningTask(x[:n], y[:n], retain, forget, x[n:], y[n:], 3)
+  model = model_lib.MLPClassifier(3, (64, 32))
+  hp = baselines.hyperparameters("retrain", {"epochs": 150.0, "batch_size": 32, "lr": 3e-3})
+  fit = baselines.train_classifier(hp, model, task, retain, seed=0)      # never sees D_f
+  logits_train = np.asarray(model.apply({"params": fit.params}, task.x_train))
+  logits_test = np.asarray(model.apply({"params": fit.params}, task.x_test))
+  # The attack works: retained members are separable from test rows ...
+  assert mia.loss_mia_auc(logits_train[retain], y[retain], logits_test, task.y_test) > 0.8
+  # ... but the forget rows (never trained on) look like test rows.
+  auc = mia.loss_mia_auc(logits_train[forget], y[forget], logits_test, task.y_test)
+  assert abs(auc - 0.5) < 0.15, auc
+  eff_f = mia.svc_mia_efficacy(logits_train[retain], y[retain], logits_test, task.y_test, logits_train[forget], y[forget])
+  eff_t = mia.svc_mia_efficacy(logits_train[retain], y[retain], logits_test, task.y_test, logits_test, task.y_test)
+  assert abs(eff_f - eff_t) < 20.0, (eff_f, eff_t)
+  assert eff_f > 60.0
