@@ -1,0 +1,29 @@
+"""Public entry points of X-EviProbe.
+
+The only gradient-trained part is the backbone (and the trained baselines); X-EviProbe itself
+is `fit_probe` + `score`, closed form and jit-able.
+"""
+
+from typing import Any, Mapping
+
+from jaxml import core
+from jaxml.eviprobe.backbone import make_backbone, make_backbone_method
+from jaxml.eviprobe.probe import ProbeConfig
+
+__all__ = ["make_method", "probe_config"]
+
+
+def make_method(config: Mapping[str, Any]) -> core.Method:
+  """Backbone method from a config with `backbone` (name, hidden, dropout, ...), `num_features`,
+  `num_classes` and optionally `l2`."""
+  model = make_backbone(config["backbone"], int(config["num_features"]), int(config["num_classes"]))
+  return make_backbone_method(model, l2=float(config.get("l2", 1e-4)))
+
+
+def probe_config(cfg: Mapping[str, Any] | None = None) -> ProbeConfig:
+  """ProbeConfig from a (partial) mapping; unknown values raise a clear ValueError."""
+  cfg = dict(cfg or {})
+  unknown = set(cfg) - set(ProbeConfig._fields)
+  if unknown:
+    raise ValueError(f"unknown probe options {sorted(unknown)}; expected a subset of {ProbeConfig._fields}")
+  return ProbeConfig(**cfg).validate()

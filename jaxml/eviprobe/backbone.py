@@ -1,0 +1,227 @@
+"""Frozen-backbone side of X-EviProbe: GNN training on the shared loop, checkpoints, forwards.
+
+A graph batch is the whole graph (full-batch training, `shard_batch_rows=False`):
+  feat_rows, feat_cols, feat_vals   COO node features (padded entries have value 0)
+  edges [2, E] int32, labels [N] int32 (−1 = unknown), train_mask, val_mask [N] float32
+Loss: masked cross-entropy on train nodes + (l2 / 2) ‖θ‖² (coupled L2, as torch Adam's
+weight_decay). Early stopping on validation cross-entropy runs as a `core.Hook`; the best
+parameters are saved with orbax, and every post-hoc method restores that one checkpoint.
+"""
+
+import os
+from typing import Any, Callable, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxml import core
+from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
+
+__all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
+           "train_backbone", "make_forward", "make_mc_forward", "restore_params", "member"]
+
+BACKBONES = ("gcn", "gat", "appnp")
+
+
+def sparse_features(features: np.ndarray, *, bucket: int = 4096) -> dict[str, np.ndarray]:
+  """Dense [N, F] -> COO arrays padded (value 0 at (0, 0)) to a multiple of `bucket` entries.
+
+  Padding keeps the number of compiled shapes small when perturbations change the count.
+  """
+  rows, cols = np.nonzero(features)
+  vals = features[rows, cols].astype(np.float32)
+  pad = (-rows.size) % bucket
+  return {"feat_rows": np.concatenate([rows, np.zeros(pad, rows.dtype)]).astype(np.int32),
+          "feat_cols": np.concatenate([cols, np.zeros(pad, cols.dtype)]).astype(np.int32),
+          "feat_vals": np.concatenate([vals, np.zeros(pad, np.float32)])}
+
+
+def batch_features(batch: Mapping[str, Any]) -> SparseFeatures | jax.Array:
+  if "feat_rows" in batch:
+    return SparseFeatures(batch["feat_rows"], batch["feat_cols"], batch["feat_vals"])
+  return batch["x"]
+
+
+def make_backbone(cfg: Mapping[str, Any], num_features: int, num_classes: int) -> nn.Module:
+  """cfg keys: name (gcn|gat|appnp), hidden, dropout, and heads (gat) / k_steps, teleport (appnp)."""
+  name = cfg.get("name", "gcn")
+  if name == "gcn":
+    return GCN(num_classes, num_features, hidden=int(cfg.get("hidden", 64)), dropout=float(cfg.get("dropout", 0.8)))
+  if name == "gat":
+    return GAT(num_classes, num_features, hidden=int(cfg.get("hidden", 8)), heads=int(cfg.get("heads", 8)),
+               dropout=float(cfg.get("dropout", 0.6)))
+  if name == "appnp":
+    return APPNP(num_classes, num_features, hidden=int(cfg.get("hidden", 64)), dropout=float(cfg.get("dropout", 0.5)),
+                 k_steps=int(cfg.get("k_steps", 10)), teleport=float(cfg.get("teleport", 0.1)))
+  raise ValueError(f"unknown backbone {name!r}; expected one of {BACKBONES}")
+
+
+def _masked_ce(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
+  return jnp.sum(ce * mask) / jnp.maximum(mask.sum(), 1.0)
+
+
+def _masked_acc(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+  return jnp.sum((jnp.argmax(logits, -1) == labels) * mask) / jnp.maximum(mask.sum(), 1.0)
+
+
+def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int = 1) -> core.Method:
+  """core.Method for full-batch node classification with masked cross-entropy.
+
+  With `num_members` > 1 the parameters are a stack of independent models (leading axis M,
+  one init key and one dropout key each) and the loss is the sum of the members' losses, so
+  each member's gradient, and hence its Adam trajectory, is exactly that of training it alone;
+  one stacked step shares the feature matmul between members (a deep ensemble at ~1 model's cost).
+  """
+
+  def apply(params, batch, *, train=False, rng=None):
+    rngs = {"dropout": rng} if rng is not None else None
+    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
+                       train=train, rngs=rngs)
+
+  def init_one(rng, batch):
+    return model.init({"params": rng}, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
+
+  def loss_one(params, batch, rng):
+    out = apply(params, batch, train=True, rng=rng)
+    ce = _masked_ce(out["logits"], batch["labels"], batch["train_mask"])
+    reg = 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
+    return ce + reg, ce, _masked_acc(out["logits"], batch["labels"], batch["train_mask"])
+
+  def eval_one(params, batch):
+    logits = apply(params, batch)["logits"]
+    return _masked_ce(logits, batch["labels"], batch["val_mask"]), _masked_acc(logits, batch["labels"], batch["val_mask"])
+
+  if num_members == 1:
+    def init(rng, batch):
+      return init_one(rng, batch)
+
+    def loss_fn(params, batch, rng):
+      loss, ce, acc = loss_one(params, batch, rng)
+      return loss, {"ce": ce, "train_acc": acc}
+
+    def eval_fn(params, batch):
+      ce, acc = eval_one(params, batch)
+      return {"val_ce": ce, "val_acc": acc}
+  else:
+    def init(rng, batch):
+      return jax.vmap(lambda k: init_one(k, batch))(jax.random.split(rng, num_members))
+
+    def loss_fn(params, batch, rng):
+      loss, ce, acc = jax.vmap(lambda p, k: loss_one(p, batch, k))(params, jax.random.split(rng, num_members))
+      return loss.sum(), {"ce": ce.mean(), "train_acc": acc.mean()}
+
+    def eval_fn(params, batch):
+      ce, acc = jax.vmap(lambda p: eval_one(p, batch))(params)
+      return {"val_ce": ce, "val_acc": acc}          # per member [M]
+
+  return core.Method(init, loss_fn, eval_fn)
+
+
+class _EarlyStop(Exception):
+  pass
+
+
+def member(params: Any, index: int) -> Any:
+  """Parameters of one member of a stacked ensemble."""
+  return jax.tree.map(lambda x: x[index], params)
+
+
+def restore_params(model: nn.Module, batch: Mapping[str, np.ndarray], ckpt_dir: str, *,
+                   num_members: int = 1) -> Any | None:
+  """Parameters of the best backbone(s) saved under `ckpt_dir`, or None if there is none."""
+  if not os.path.isdir(ckpt_dir):
+    return None
+  manager = core.make_manager(ckpt_dir)
+  step = core.latest_step(manager)
+  if step is None:
+    return None
+  method = make_backbone_method(model, num_members=num_members)
+  like = jax.eval_shape(lambda: method.init(jax.random.key(0), batch))
+  return core.restore(manager, step, {"params": like})["params"]
+
+
+def train_backbone(model: nn.Module, batch: Mapping[str, np.ndarray], *, seed: int, optim: Mapping[str, Any],
+                   max_epochs: int, patience: int, ckpt_dir: str, l2: float = 1e-4, num_members: int = 1,
+                   eval_every: int = 1, log_every: int = 50, writer: core.MetricWriter | None = None,
+                   name: str = "backbone", progress: bool = False) -> tuple[Any, dict]:
+  """Trains (or restores) a backbone or a stacked ensemble; returns (best params, info).
+
+  One full-batch step per epoch through `core.fit` (`shard_batch_rows=False`). A hook
+  evaluates validation cross-entropy every `eval_every` epochs and keeps each member's best
+  parameters on the host; a member stops improving its record once `patience` epochs pass
+  without improvement, and training ends when every member has stopped. The best parameters
+  are saved with orbax under `ckpt_dir` (the caller keys it by dataset / split / init); if a
+  checkpoint is already there it is restored instead of retraining.
+  """
+  params = restore_params(model, batch, ckpt_dir, num_members=num_members)
+  if params is not None:
+    return params, {"resumed": 1.0, "best_epoch": float("nan"), "epochs": 0.0, "val_ce": float("nan")}
+  method = make_backbone_method(model, l2=l2, num_members=num_members)
+  optimizer = core.make_optimizer(dict(optim), max_epochs)
+  init_rng, _ = jax.random.split(jax.random.key(seed))
+  state = core.create_train_state(method.init(init_rng, batch), optimizer, seed)
+  train_step = core.make_train_step(method.loss_fn, optimizer)
+  eval_jit = jax.jit(method.eval_fn)
+  dev_batch = jax.device_put(dict(batch))
+  m = num_members
+  best = {"val_ce": np.full(m, np.inf), "epoch": np.zeros(m, int), "stopped": np.zeros(m, bool),
+          "params": None, "last": 0}
+
+  def early_stop(step: int, st: core.TrainState):
+    val_ce = np.atleast_1d(np.asarray(jax.device_get(eval_jit(st.params, dev_batch)["val_ce"])))
+    best["last"] = step
+    better = (val_ce < best["val_ce"]) & ~best["stopped"]
+    if better.any():
+      host = jax.device_get(st.params)
+      if best["params"] is None:
+        best["params"] = host
+      elif m == 1:
+        best["params"] = host
+      else:
+        best["params"] = jax.tree.map(lambda old, new: np.where(better.reshape((m,) + (1,) * (old.ndim - 1)), new, old),
+                                      best["params"], host)
+      best["val_ce"] = np.where(better, val_ce, best["val_ce"])
+      best["epoch"] = np.where(better, step, best["epoch"])
+    best["stopped"] |= (step - best["epoch"]) >= patience
+    if best["stopped"].all():
+      raise _EarlyStop()
+    return None
+
+  try:
+    core.fit(state, train_step, lambda _step: batch, num_steps=max_epochs, shard_batch_rows=False,
+             log_every=log_every, writer=writer, hooks=[core.Hook(eval_every, early_stop)], name=name,
+             progress=progress)
+  except _EarlyStop:
+    pass
+  manager = core.make_manager(ckpt_dir)
+  core.save(manager, int(best["epoch"].max()), {"params": best["params"]})
+  params = jax.tree.map(jnp.asarray, best["params"])
+  return params, {"resumed": 0.0, "best_epoch": float(best["epoch"].mean()), "epochs": float(best["last"]),
+                  "val_ce": float(best["val_ce"].mean())}
+
+
+def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:
+  """jit(params, batch) -> {logits, q, z} with dropout off."""
+
+  @jax.jit
+  def forward(params, batch):
+    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
+
+  return forward
+
+
+def make_mc_forward(model: nn.Module, num_samples: int) -> Callable[[Any, Mapping[str, Any], jax.Array], jax.Array]:
+  """jit(params, batch, rng) -> logits [S, N, K] from `num_samples` dropout passes (MC dropout)."""
+
+  @jax.jit
+  def mc_forward(params, batch, rng):
+    def one(key):
+      return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
+                         train=True, rngs={"dropout": key})["logits"]
+    return jax.lax.map(one, jax.random.split(rng, num_samples))
+
+  return mc_forward

@@ -1,0 +1,183 @@
+"""Baselines on the same frozen backbone and split (spec section 5).
+
+Every scorer returns a dict with `ood` [N] (higher = more likely OOD), `misc` [N] (higher = more
+likely misclassified) and `probs` [N, K] (for accuracy / ECE / Brier), so the experiment scores
+all methods the same way.
+
+  MSP / entropy          1 − max p;  H(p)                              (Hendrycks & Gimpel 2017)
+  temperature scaling    the same on softmax(l / T), T fitted on validation NLL (Guo et al. 2017)
+  energy                 −T logsumexp(l / T)                           (Liu et al. 2020)
+  GNNSafe (no reg.)      energy propagated K times: e ← α e + (1 − α) D⁻¹A e (Wu et al. 2023)
+  Mahalanobis            min_c m_ic on q or z with the probe's tied OAS covariance (Lee et al. 2018)
+  GKDE prior             α_ic = 1 + Σ_{j∈L_c} N(hop(i, j); 0, σ), hops cut at 10 (Zhao et al. 2020)
+  MC dropout / ensemble  mean of S softmaxes: 1 − max p̄, mutual information, Σ_c var
+  EPN probe              an MLP on frozen z trained with the UCE loss (Yu et al. 2025)
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxml import core
+from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis
+from jaxml.eviprobe.readouts import dirichlet_readouts
+from jaxml.nn.gnn import propagate, row_norm_weights
+from jaxml.nn.mlp import MLP
+
+__all__ = ["msp", "entropy_score", "temperature_scaled", "energy", "gnnsafe", "mahalanobis", "hop_distances",
+           "gkde_prior", "sample_average", "EPNProbe", "make_epn_method", "epn_scores", "fit_temperature"]
+
+
+def _entropy(p: jax.Array) -> jax.Array:
+  return -jnp.sum(p * jnp.log(jnp.maximum(p, 1e-30)), -1)
+
+
+def msp(logits: jax.Array) -> dict:
+  p = jax.nn.softmax(logits, -1)
+  u = 1.0 - p.max(-1)
+  return {"ood": u, "misc": u, "probs": p}
+
+
+def entropy_score(logits: jax.Array) -> dict:
+  p = jax.nn.softmax(logits, -1)
+  h = _entropy(p)
+  return {"ood": h, "misc": h, "probs": p}
+
+
+def temperature_scaled(logits: jax.Array, temperature: jax.Array) -> dict:
+  """MSP after temperature scaling (score and probabilities from softmax(l / T))."""
+  p = jax.nn.softmax(logits / temperature, -1)
+  u = 1.0 - p.max(-1)
+  return {"ood": u, "misc": u, "probs": p}
+
+
+def energy(logits: jax.Array, temperature: float = 1.0) -> dict:
+  """Energy score E = −T logsumexp(l / T) (higher = more OOD), used for both detection tasks."""
+  e = -temperature * jax.nn.logsumexp(logits / temperature, -1)
+  p = jax.nn.softmax(logits, -1)
+  return {"ood": e, "misc": e, "probs": p}
+
+
+def gnnsafe(logits: jax.Array, edges: jax.Array, *, steps: int = 2, alpha: float = 0.5) -> dict:
+  """GNNSafe without regularisation: energy propagated `steps` times with self-weight α."""
+  n = logits.shape[0]
+  s, r, w = row_norm_weights(edges, n, self_loops=False)
+  e = -jax.nn.logsumexp(logits, -1)
+
+  def body(x, _):
+    return alpha * x + (1.0 - alpha) * propagate(x, s, r, w, n), None
+
+  e = jax.lax.scan(body, e, None, length=steps)[0]
+  return {"ood": e, "misc": e, "probs": jax.nn.softmax(logits, -1)}
+
+
+def mahalanobis(probe: LatentProbe, latent: jax.Array, logits: jax.Array) -> dict:
+  """min_c m_ic (Lee et al. 2018) with a fitted tied-covariance probe."""
+  m = sq_mahalanobis(latent, probe.mu, probe.chol).min(-1)
+  return {"ood": m, "misc": m, "probs": jax.nn.softmax(logits, -1)}
+
+
+def hop_distances(edges: jax.Array, sources: jax.Array, num_nodes: int, max_hops: int = 10) -> jax.Array:
+  """Shortest-path hop counts [n_sources, N] (max_hops + 1 where farther or unreachable).
+
+  Breadth-first frontiers as `max_hops` sparse propagations of a reachability indicator.
+  """
+  reach = jax.nn.one_hot(sources, num_nodes)                         # [S, N]
+  dist = jnp.where(reach > 0, 0.0, float(max_hops + 1))
+
+  def body(carry, k):
+    reach, dist = carry
+    nxt = jax.ops.segment_sum(reach.T[edges[0]], edges[1], num_nodes).T
+    nxt = jnp.maximum(reach, (nxt > 0).astype(reach.dtype))
+    dist = jnp.where((nxt > 0) & (reach == 0), k.astype(dist.dtype), dist)
+    return (nxt, dist), None
+
+  (_, dist), _ = jax.lax.scan(body, (reach, dist), jnp.arange(1, max_hops + 1))
+  return dist
+
+
+def gkde_prior(edges: jax.Array, labels: jax.Array, train_idx: jax.Array, num_classes: int, num_nodes: int,
+               logits: jax.Array, *, sigma: float = 1.0, max_hops: int = 10) -> dict:
+  """Graph-kernel Dirichlet prior: α_ic = 1 + Σ_{j ∈ L_c, hop ≤ max_hops} N(hop(i, j); 0, σ²)."""
+  dist = hop_distances(edges, train_idx, num_nodes, max_hops)        # [N_L, N]
+  kern = jnp.where(dist <= max_hops, jnp.exp(-dist ** 2 / (2 * sigma ** 2)) / (sigma * math.sqrt(2 * math.pi)), 0.0)
+  alpha = 1.0 + kern.T @ jax.nn.one_hot(labels[train_idx], num_classes)
+  out = dirichlet_readouts(alpha, jnp.argmax(logits, -1))
+  return {"ood": out["u_epi"], "misc": 1.0 - out["mean_probs"].max(-1), "probs": out["mean_probs"],
+          "alpha": alpha}
+
+
+def sample_average(logits_samples: jax.Array) -> dict:
+  """MC dropout / deep ensemble read-outs from logits [S, N, K].
+
+  ood = 1 − max p̄ (also `mi` = H(p̄) − mean_s H(p_s) and `var` = Σ_c Var_s p_sc); misc = 1 − max p̄.
+  """
+  p = jax.nn.softmax(logits_samples, -1)
+  pbar = p.mean(0)
+  u = 1.0 - pbar.max(-1)
+  mi = _entropy(pbar) - _entropy(p).mean(0)
+  var = p.var(0).sum(-1)
+  return {"ood": u, "misc": u, "probs": pbar, "mi": mi, "var": var}
+
+
+class EPNProbe(nn.Module):
+  """Evidence head on frozen latents: α = 1 + softplus(MLP(z))."""
+
+  num_classes: int
+  hidden: int = 64
+
+  @nn.compact
+  def __call__(self, z: jax.Array) -> jax.Array:
+    return 1.0 + nn.softplus(MLP((self.hidden, self.num_classes), name="mlp")(z))
+
+
+def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4,
+                    entropy_reg: float = 0.0) -> core.Method:
+  """core.Method for the EPN-style probe; batch = {z [N, d], labels [N], train_mask, val_mask}.
+
+  Loss: UCE = mean_{i∈L} [ψ(α_0) − ψ(α_{i, y_i})] (expected cross-entropy under Dir(α)), minus an
+  optional entropy regulariser, plus (l2 / 2)‖θ‖². EPN-reg's ICE and PCL terms are not used.
+  """
+  model = EPNProbe(num_classes, hidden)
+
+  def uce(alpha, labels, mask):
+    a0 = alpha.sum(-1)
+    ay = jnp.take_along_axis(alpha, jnp.maximum(labels, 0)[:, None], -1)[:, 0]
+    loss = jax.scipy.special.digamma(a0) - jax.scipy.special.digamma(ay)
+    return jnp.sum(loss * mask) / jnp.maximum(mask.sum(), 1.0)
+
+  def init(rng, batch):
+    return model.init(rng, batch["z"])
+
+  def loss_fn(params, batch, rng):
+    del rng
+    alpha = model.apply(params, batch["z"])
+    loss = uce(alpha, batch["labels"], batch["train_mask"])
+    if entropy_reg:
+      ent = _dirichlet_entropy(alpha)
+      loss = loss - entropy_reg * jnp.sum(ent * batch["train_mask"]) / jnp.maximum(batch["train_mask"].sum(), 1.0)
+    reg = 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
+    return loss + reg, {"uce": uce(alpha, batch["labels"], batch["train_mask"])}
+
+  def eval_fn(params, batch):
+    return {"val_uce": uce(model.apply(params, batch["z"]), batch["labels"], batch["val_mask"])}
+
+  return core.Method(init, loss_fn, eval_fn)
+
+
+def _dirichlet_entropy(alpha: jax.Array) -> jax.Array:
+  a0 = alpha.sum(-1)
+  k = alpha.shape[-1]
+  log_b = jnp.sum(jax.scipy.special.gammaln(alpha), -1) - jax.scipy.special.gammaln(a0)
+  dg = jax.scipy.special.digamma
+  return log_b + (a0 - k) * dg(a0) - jnp.sum((alpha - 1.0) * dg(alpha), -1)
+
+
+def epn_scores(params, z: jax.Array, logits: jax.Array, num_classes: int, hidden: int = 64) -> dict:
+  """Vacuity of the learned evidence for OOD, 1 − α_ŷ/α_0 for misclassification (ŷ = argmax p)."""
+  alpha = EPNProbe(num_classes, hidden).apply(params, z)
+  out = dirichlet_readouts(alpha, jnp.argmax(logits, -1))
+  return {"ood": out["u_epi"], "misc": out["u_alea"], "probs": jax.nn.softmax(logits, -1), "alpha": alpha}
+

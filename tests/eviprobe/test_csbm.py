@@ -1,0 +1,87 @@
+"""End-to-end checks on a CSBM graph (spec §6): a GCN trained through core.fit, then the probe."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxml.data import csbm, graph_shift as gs
+from jaxml.eviprobe import backbone as bb, baselines, probe
+from jaxml.eviprobe.probe import ProbeConfig
+from jaxml.metrics import ood
+
+OPTIM = {"name": "adam", "lr": 0.01}
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return csbm.make_csbm(num_nodes=600, num_classes=5, num_features=32, p_in=0.04, p_out=0.004, mean_scale=3.0, seed=0)
+
+
+def _train(graph, labels, masks, num_classes, ckpt):
+  batch = {"x": graph["features"], "edges": graph["edges"], "labels": labels,
+           "train_mask": masks["train_mask"].astype(np.float32), "val_mask": masks["val_mask"].astype(np.float32)}
+  model = bb.make_backbone({"name": "gcn", "hidden": 16, "dropout": 0.5}, graph["features"].shape[1], num_classes)
+  params, info = bb.train_backbone(model, batch, seed=0, optim=OPTIM, max_epochs=120, patience=20, ckpt_dir=ckpt)
+  return model, batch, params, info
+
+
+def _probe(model, batch, params, labels, masks):
+  out = bb.make_forward(model)(params, batch)
+  st = probe.fit_probe(out["q"], out["z"], out["logits"], jnp.asarray(labels), jnp.flatnonzero(masks["train_mask"]),
+                       jnp.flatnonzero(masks["val_mask"]))
+  return st, out
+
+
+def test_held_out_block(graph, tmp_path):
+  masks = gs.gpn_split(graph["labels"], 0, train=0.1, val=0.15)
+  loc = gs.leave_out_classes(graph["labels"], 5, masks, fraction=0.2)
+  model, batch, params, info = _train(graph, loc["labels"], loc, loc["num_classes"], str(tmp_path / "ck"))
+  assert info["resumed"] == 0.0
+  st, out = _probe(model, batch, params, loc["labels"], loc)
+  res = probe.score(st, out["q"], out["z"], out["logits"], jnp.asarray(graph["edges"]))
+  test = loc["test_mask"] | loc["ood_test_mask"]
+  is_ood = loc["ood_test_mask"][test]
+  auc = ood.auroc(np.asarray(res["u_epi"])[test], is_ood)
+  auc_msp = ood.auroc(np.asarray(baselines.msp(out["logits"])["ood"])[test], is_ood)
+  assert auc > 0.9 and auc > auc_msp, (auc, auc_msp)
+  idt = loc["test_mask"]
+  wrong = np.asarray(out["logits"]).argmax(-1)[idt] != loc["labels"][idt]
+  assert ood.auroc(np.asarray(res["u_alea"])[idt], wrong) > 0.6
+  # the checkpoint is what post-hoc methods load: restoring gives the same parameters
+  restored, info2 = bb.train_backbone(model, batch, seed=0, optim=OPTIM, max_epochs=120, patience=20,
+                                      ckpt_dir=str(tmp_path / "ck"))
+  assert info2["resumed"] == 1.0
+  np.testing.assert_array_equal(bb.make_forward(model)(restored, batch)["logits"], out["logits"])
+
+
+@pytest.fixture(scope="module")
+def noisy(graph, tmp_path_factory):
+  masks = gs.gpn_split(graph["labels"], 1, train=0.1, val=0.15)
+  model, batch, params, _ = _train(graph, graph["labels"], masks, 5, str(tmp_path_factory.mktemp("noise") / "ck"))
+  st, _ = _probe(model, batch, params, graph["labels"], masks)
+  nodes = gs.select_perturbed(masks, seed=0)
+  x = gs.perturb_features(graph["features"], nodes, "normal", seed=0, scale=5.0 * graph["features"].std())
+  out = bb.make_forward(model)(params, dict(batch, x=x))
+  test = masks["test_mask"]
+  auc_msp = ood.auroc(np.asarray(baselines.msp(out["logits"])["ood"])[test], nodes[test])
+  return st, out, nodes[test], test, auc_msp
+
+
+def _noise_auc(graph, noisy, config):
+  st, out, is_ood, test, auc_msp = noisy
+  res = probe.score(st, out["q"], out["z"], out["logits"], jnp.asarray(graph["edges"]), config)
+  return ood.auroc(np.asarray(res["u_epi"])[test], is_ood), auc_msp
+
+
+@pytest.mark.parametrize("config", [ProbeConfig(propagation="tau"), ProbeConfig(propagation="none")],
+                         ids=["A3b_tau_only", "A3_no_propagation"])
+def test_gaussian_noise_evasion(graph, noisy, config):
+  auc, auc_msp = _noise_auc(graph, noisy, config)
+  assert auc > 0.95 and auc > auc_msp, (auc, auc_msp)
+
+
+@pytest.mark.xfail(strict=True, reason="spec default (propagating S = E·τ with a = 0.1) lets an isolated noisy "
+                                       "node borrow its clean neighbours' evidence: AUROC ≈ 0.8 on this CSBM")
+def test_gaussian_noise_evasion_spec_default(graph, noisy):
+  auc, auc_msp = _noise_auc(graph, noisy, ProbeConfig())
+  assert auc > 0.95 and auc > auc_msp, (auc, auc_msp)
