@@ -4,6 +4,8 @@
 - flow-map x1: `x <- ((1 - tau') x + (tau' - tau) xh(x, tau, tau')) / (1 - tau)`; K = 1 is `xh(x0, 0, 1)`.
 - flow (instantaneous velocity, flow matching): Euler `x <- x + (tau' - tau) v(x, tau, tau)`.
 - consistency: `f(x, t) = x + (1 - t) F(x, t, 1)`; K = 1 is `f(x0, 0)`, K = 2 re-noises to t = 1/2.
+
+`num_steps` may be a traced integer (one compiled sampler serves every K).
 """
 
 from typing import Any
@@ -16,8 +18,9 @@ from jaxml.emf.model import ApplyFn
 __all__ = ["sample_flow_map", "sample_flow", "sample_consistency", "consistency_fn"]
 
 
-def _grid(k: jax.Array, num_steps: int, dtype) -> tuple[jax.Array, jax.Array]:
-  return (k.astype(dtype) / num_steps, (k + 1).astype(dtype) / num_steps)
+def _grid(k: jax.Array, num_steps: int | jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+  n = jnp.asarray(num_steps).astype(dtype)
+  return k.astype(dtype) / n, (k + 1).astype(dtype) / n
 
 
 def _full(v: jax.Array, x: jax.Array) -> jax.Array:
@@ -62,14 +65,12 @@ def consistency_fn(apply_fn: ApplyFn, params: Any, x: jax.Array, t: jax.Array,
 def sample_consistency(apply_fn: ApplyFn, params: Any, x0: jax.Array, num_steps: int,
                        label: jax.Array | None = None, rng: jax.Array | None = None) -> jax.Array:
   """One step f(x0, 0); further steps re-noise to t_k = k / K along a fresh path and apply f."""
-  x = consistency_fn(apply_fn, params, x0, jnp.zeros((x0.shape[0],), x0.dtype), label)
-  if num_steps == 1:
-    return x
   if rng is None:
-    raise ValueError("multi-step consistency sampling needs an rng for re-noising")
+    raise ValueError("consistency sampling needs an rng (re-noising after the first step)")
+  x = consistency_fn(apply_fn, params, x0, jnp.zeros((x0.shape[0],), x0.dtype), label)
 
   def body(k, x):
-    t = k.astype(x.dtype) / num_steps
+    t = k.astype(x.dtype) / jnp.asarray(num_steps).astype(x.dtype)
     z = jax.random.normal(jax.random.fold_in(rng, k), x.shape, x.dtype)
     xt = (1 - t) * z + t * x
     return consistency_fn(apply_fn, params, xt, _full(t, x), label)
