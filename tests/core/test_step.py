@@ -110,3 +110,19 @@ def test_make_optimizer_rejects_unknown_names():
   params = {"w": jnp.ones(3)}
   updates, _ = tx.update({"w": jnp.full(3, 100.0)}, tx.init(params), params)
   assert np.all(np.isfinite(updates["w"]))
+
+
+@pytest.mark.multidevice
+def test_sharding_rules_place_params_and_keep_results():
+  """A ('data', 'model') mesh with a regex rule splitting the hidden layer gives the same step."""
+  state, optimizer, data = helpers.fresh_state()
+  batch = helpers.batch_fn(data)(0)
+  step = core.make_train_step(helpers.mlp_loss, optimizer)
+  expected, _ = jax.jit(step)(state, batch)
+  mesh = core.make_mesh(num_model=2)
+  rules = [(r"params/Dense_0/kernel", P(None, "model")), (r"opt_state/.*Dense_0/kernel", P(None, "model"))]
+  shardings = core.state_shardings(state, mesh, rules)
+  placed = core.replicate(state, mesh, shardings)
+  assert placed.params["Dense_0"]["kernel"].sharding.spec == P(None, "model")
+  got, _ = core.compile_train_step(step, shardings, mesh)(placed, core.shard_batch(batch, mesh))
+  chex.assert_trees_all_close(got.params, expected.params, rtol=1e-5, atol=1e-6)
