@@ -1,0 +1,131 @@
+"""Factored causal reward model: trunk -> (z_c, z_n); reward on z_c, adversary on GRL(z_n).
+
+    u   = Trunk(h)                          MLP (hidden, GELU) -> trunk_out
+    z_c = LN(P_c u),  z_n = LN(P_n u)       parameter-free layer norm
+    r   = w_r^T z_c + b_r                   reward head (causal factor only)
+    a   = Adv(GRL_lam(z_n))                 adversary, MLP adv_hidden -> 1
+    h^  = Dec([z_c, z_n])                   decoder, MLP dec_hidden -> D
+  CRM-N adds  g(z_n) -> t  (auxiliary, no reversal) and  b(GRL_lam(z_c)) -> t  (second adversary).
+
+The gradient-reversal layer is identity forward and multiplies the cotangent by -lam backward;
+lam is an array argument, so changing it between calls never recompiles.
+"""
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxml.nn.mlp import MLP
+
+__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "Trunk", "FactoredRM", "ADVERSARY_MODULES"]
+
+# Top-level submodule names that form the adversary optimiser group.
+ADVERSARY_MODULES = ("adversary", "adversary2")
+
+
+@jax.custom_vjp
+def _grad_reverse(x: jax.Array, lam: jax.Array) -> jax.Array:
+  return x
+
+
+def _gr_fwd(x, lam):
+  return x, lam
+
+
+def _gr_bwd(lam, g):
+  return (-lam * g).astype(g.dtype), jnp.zeros_like(lam)
+
+
+_grad_reverse.defvjp(_gr_fwd, _gr_bwd)
+
+
+def grad_reverse(x: jax.Array, lam: jax.Array | float) -> jax.Array:
+  """GRL_lam(x) = x forward; d/dx backward is -lam * cotangent; zero cotangent for lam.
+
+  Args:
+    x: any float array.
+    lam: scalar (array or float); traced, so new values do not recompile.
+  """
+  return _grad_reverse(x, jnp.asarray(lam, dtype=x.dtype))
+
+
+def grl_schedule(step: Any, total_steps: int, *, lam_max: float = 1.0, gamma: float = 10.0,
+                 kind: str = "dann") -> Any:
+  """DANN ramp lam(p) = lam_max (2 / (1 + exp(-gamma p)) - 1), p = step / total_steps.
+
+  Computed on the host (numpy) and fed to the step as data; `kind="constant"` returns lam_max.
+  Works elementwise on numpy arrays or Python numbers.
+  """
+  if kind == "constant":
+    return np.full(np.shape(step), lam_max, np.float32) if np.ndim(step) else float(lam_max)
+  if kind != "dann":
+    raise ValueError(f"unknown GRL schedule {kind!r}; expected 'dann' or 'constant'")
+  p = np.clip(np.asarray(step, np.float64) / max(int(total_steps), 1), 0.0, 1.0)
+  lam = lam_max * (2.0 / (1.0 + np.exp(-gamma * p)) - 1.0)
+  return lam.astype(np.float32) if np.ndim(lam) else float(lam)
+
+
+def layer_norm(x: jax.Array, eps: float = 1e-5) -> jax.Array:
+  """Parameter-free layer norm over the last axis (stops scale inflation against the adversary)."""
+  mu = jnp.mean(x, axis=-1, keepdims=True)
+  var = jnp.var(x, axis=-1, keepdims=True)
+  return (x - mu) * jax.lax.rsqrt(var + eps)
+
+
+class Trunk(nn.Module):
+  """Shared trunk u = Dense(out)(GELU(Dense(hidden)(h))): [N, D] -> [N, out]."""
+
+  hidden: int = 128
+  out: int = 64
+
+  @nn.compact
+  def __call__(self, h: jax.Array) -> jax.Array:
+    return MLP((self.hidden, self.out), activation=nn.gelu, name="mlp")(h)
+
+
+class FactoredRM(nn.Module):
+  """The factored reward model. `__call__(h [N, D], lam) -> dict` with
+  r [N], a [N], z_c [N, d_c], z_n [N, d_n], h_hat [N, D], and for num_cues > 0 also
+  t_aux [N, K] (from z_n) and t_adv [N, K] (from GRL(z_c)). With `stochastic_c` (VIB-form
+  minimality, beta_c > 0) also mu_c, logvar_c; z_c is sampled when `rng` is given.
+  """
+
+  dim: int
+  trunk_hidden: int = 128
+  trunk_out: int = 64
+  d_c: int = 16
+  d_n: int = 16
+  adv_hidden: int = 32
+  dec_hidden: int = 128
+  num_cues: int = 0
+  use_layer_norm: bool = True
+  stochastic_c: bool = False
+
+  @nn.compact
+  def __call__(self, h: jax.Array, lam: jax.Array | float = 0.0, rng: jax.Array | None = None
+               ) -> dict[str, jax.Array]:
+    norm = layer_norm if self.use_layer_norm else (lambda x: x)
+    u = Trunk(self.trunk_hidden, self.trunk_out, name="trunk")(h)
+    out: dict[str, jax.Array] = {}
+    if self.stochastic_c:
+      stats = nn.Dense(2 * self.d_c, name="proj_c")(u)
+      mu, logvar = jnp.split(stats, 2, axis=-1)
+      pre_c = mu if rng is None else mu + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mu.shape, mu.dtype)
+      out.update(mu_c=mu, logvar_c=logvar)
+    else:
+      pre_c = nn.Dense(self.d_c, name="proj_c")(u)
+    z_c = norm(pre_c)
+    z_n = norm(nn.Dense(self.d_n, name="proj_n")(u))
+    r = nn.Dense(1, name="reward_head")(z_c)[..., 0]
+    a = MLP((self.adv_hidden, 1), activation=nn.gelu, name="adversary")(grad_reverse(z_n, lam))[..., 0]
+    h_hat = MLP((self.dec_hidden, self.dim), activation=nn.gelu, name="decoder")(
+        jnp.concatenate([z_c, z_n], axis=-1))
+    out.update(r=r, a=a, z_c=z_c, z_n=z_n, h_hat=h_hat)
+    if self.num_cues > 0:
+      out["t_aux"] = MLP((self.adv_hidden, self.num_cues), activation=nn.gelu, name="aux")(z_n)
+      out["t_adv"] = MLP((self.adv_hidden, self.num_cues), activation=nn.gelu, name="adversary2")(
+          grad_reverse(z_c, lam))
+    return out
