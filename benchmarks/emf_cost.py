@@ -1,0 +1,125 @@
+"""Training cost of EMF vs MeanFlow (jax.jvp) vs flow matching on the same network, one run.
+
+  python -m benchmarks.emf_cost                 # MLP (D=64, B=1024) and U-Net (8x8, B=128)
+  python -m benchmarks.emf_cost --families=mlp --steps=20
+
+For each network family and method the full optimiser step (value_and_grad + AdamW + EMA) is
+built with plain `jax.jit` over a pure parameter pytree and measured in the same process:
+compiled temporary / argument / output bytes (`lower().compile().memory_analysis()`), FLOPs
+(`cost_analysis()`), and the median wall time per step over `--steps` steps after 3 warm-up
+steps (`block_until_ready`). Two fairness arms: A = auxiliary passes (EMF's stopped forwards,
+MeanFlow's JVP) on the whole batch, B = only on the interval rows (rho = 0.5). A FLOP breakdown
+of the building blocks (forward, forward+backward, JVP) explains the ratios.
+"""
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from jaxml import core
+from jaxml.emf import api
+from jaxml.emf.model import make_apply_fn, make_network
+
+FAMILIES = {
+    "mlp": (dict(kind="mlp", width=256, depth=4, cond_dim=128), (64,), 1024),
+    "unet": (dict(kind="unet", channels=(32, 64), blocks=2, cond_dim=128), (8, 8, 1), 128),
+    "setnet": (dict(kind="setnet", width=128, depth=4, cond_dim=128), (128, 3), 64),
+}
+METHODS = ("fm", "emf_u", "emf_x1", "meanflow", "meanflow_split", "shortcut", "ct")
+
+
+def _config(method, model, aux_rows):
+  return ml_collections.ConfigDict({
+      "method": method, "num_classes": 0, "model": model,
+      "emf": {"delta": 0.01, "rho": 0.5, "aux_rows": aux_rows}, "meanflow": {"aux_rows": aux_rows},
+      "fm": {"p": 0.0}, "shortcut": {}, "ct": {}})
+
+
+def measure(method, model, shape, batch_size, aux_rows, steps):
+  gen = api.make_generator(_config(method, model, aux_rows))
+  batch = {"x": jnp.asarray(np.random.default_rng(0).normal(size=(batch_size,) + shape), jnp.float32)}
+  params = gen.method.init(jax.random.key(0), batch)
+  opt = core.make_optimizer({"name": "adamw", "lr": 1e-4, "b2": 0.95})
+  state = core.create_train_state(params, opt, 0, ema=True, extra=gen.extra)
+  step = jax.jit(core.make_train_step(gen.method.loss_fn, opt, ema_decay=0.999, uses_extra=gen.uses_extra),
+                 donate_argnums=0)
+  t0 = time.perf_counter()
+  compiled = step.lower(state, batch).compile()
+  compile_s = time.perf_counter() - t0
+  mem = compiled.memory_analysis()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  for _ in range(3):
+    state, _ = compiled(state, batch)
+  jax.block_until_ready(state)
+  times = []
+  for _ in range(steps):
+    t = time.perf_counter()
+    state, _ = compiled(state, batch)
+    jax.block_until_ready(state)
+    times.append(time.perf_counter() - t)
+  return {"temp": mem.temp_size_in_bytes, "arg": mem.argument_size_in_bytes, "out": mem.output_size_in_bytes,
+          "alias": mem.alias_size_in_bytes, "flops": float(cost.get("flops", float("nan"))),
+          "step_ms": 1e3 * statistics.median(times), "compile_s": compile_s}
+
+
+def building_blocks(model, shape, batch_size):
+  """FLOPs of one forward, one forward+backward (of a squared loss) and one JVP on the full batch."""
+  net = make_network(model)
+  apply_fn = make_apply_fn(net)
+  x = jnp.zeros((batch_size,) + shape)
+  t = jnp.full((batch_size,), 0.3)
+  r = jnp.full((batch_size,), 0.7)
+  params = net.init(jax.random.key(0), x, t, t)["params"]
+  flops = lambda f, *a: jax.jit(f).lower(*a).compile().cost_analysis().get("flops", float("nan"))
+  fwd = flops(lambda p: apply_fn(p, x, t, r), params)
+  fb = flops(jax.grad(lambda p: jnp.sum(apply_fn(p, x, t, r) ** 2)), params)
+  jvp = flops(lambda p: jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
+                                (x, jnp.ones_like(t), jnp.zeros_like(r))), params)
+  fused = flops(jax.grad(lambda p: jnp.sum(jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
+                                                   (x, jnp.ones_like(t), jnp.zeros_like(r)))[0] ** 2)), params)
+  return {"forward": fwd, "fwd+bwd": fb, "jvp": jvp, "grad through jvp primal": fused}
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--families", default="mlp,unet")
+  ap.add_argument("--methods", default=",".join(METHODS))
+  ap.add_argument("--arms", default="A,B")
+  ap.add_argument("--steps", type=int, default=20)
+  args = ap.parse_args()
+  print(f"jax {jax.__version__}, backend {jax.default_backend()}, devices {jax.device_count()}")
+  for fam in args.families.split(","):
+    model, shape, bsz = FAMILIES[fam]
+    bb = building_blocks(model, shape, bsz)
+    print(f"\n## {fam}: x {shape}, batch {bsz}; FLOPs of building blocks relative to one forward:")
+    print("  " + ", ".join(f"{k} {v / bb['forward']:.2f}" for k, v in bb.items()))
+    for arm in args.arms.split(","):
+      aux_rows = "all" if arm == "A" else "interval"
+      res = {}
+      for m in args.methods.split(","):
+        if arm == "A" and m in ("shortcut", "ct", "fm") and "B" in args.arms and m != "fm":
+          continue  # these have no interval rows; measured once in arm B
+        res[m] = measure(m, model, shape, bsz, aux_rows, args.steps)
+      base = res["fm"]
+      print(f"\n### arm {arm} (auxiliary passes on {'the full batch' if arm == 'A' else 'interval rows only'})")
+      print("| method | temp MiB | temp/FM | FLOPs/FM | ms/step | time/FM | compile s |")
+      print("|---|---|---|---|---|---|---|")
+      for m, v in res.items():
+        print(f"| {m} | {v['temp'] / 2**20:.2f} | {v['temp'] / base['temp']:.2f} | {v['flops'] / base['flops']:.2f} | "
+              f"{v['step_ms']:.2f} | {v['step_ms'] / base['step_ms']:.2f} | {v['compile_s']:.1f} |")
+      for emf in ("emf_u", "emf_x1"):
+        for mf in ("meanflow", "meanflow_split"):
+          if emf in res and mf in res:
+            e, f = res[emf], res[mf]
+            print(f"RATIO {fam} arm {arm} {emf}/{mf}: time {e['step_ms'] / f['step_ms']:.2f}, "
+                  f"temp memory {e['temp'] / f['temp']:.2f}, FLOPs {e['flops'] / f['flops']:.2f}")
+
+
+if __name__ == "__main__":
+  main()
