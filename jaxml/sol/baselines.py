@@ -1,0 +1,114 @@
+"""Baselines on the SOL encoder: CE, L2/L1 regression, soft-label CE, CORAL, CORN, POE-style.
+
+Each returns (core.Method, predict_fn(params, extra, x) -> [B] int32 ranks); batches are
+{"x": [B, ...], "y": [B] int32 noisy ranks}.
+"""
+
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxml import core
+from jaxml.sol import losses as L
+from jaxml.sol.model import RankNet
+
+__all__ = ["BASELINES", "make_baseline"]
+
+BASELINES = ("ce", "l2", "l1", "soft_ce", "coral", "corn", "poe")
+_HEADS = {"ce": "logits", "soft_ce": "logits", "l2": "scalar", "l1": "scalar", "coral": "coral",
+          "corn": "corn", "poe": "poe"}
+
+
+def _bce(logits: jax.Array, targets: jax.Array) -> jax.Array:
+  return optax.sigmoid_binary_cross_entropy(logits, targets)
+
+
+def _poe_ordinal(mu: jax.Array, logvar: jax.Array, y: jax.Array, rng: jax.Array, margin: float) -> jax.Array:
+  """Ordinal constraint between Gaussian embeddings: for anchor a and two random partners b, c
+  with |y_a − y_b| < |y_a − y_c|, require W2²(a, b) + margin ≤ W2²(a, c) (hinge)."""
+  n = y.shape[0]
+  rb, rc = jax.random.split(rng)
+  b, c = jax.random.permutation(rb, n), jax.random.permutation(rc, n)
+  sd = jnp.exp(0.5 * logvar)
+  w2 = lambda i, j: jnp.sum(jnp.square(mu[i] - mu[j]) + jnp.square(sd[i] - sd[j]), -1)
+  a = jnp.arange(n)
+  gap_b, gap_c = jnp.abs(y - y[b]), jnp.abs(y - y[c])
+  closer_b = gap_b < gap_c
+  closer_c = gap_c < gap_b
+  d_ab, d_ac = w2(a, b), w2(a, c)
+  viol = jnp.where(closer_b, jax.nn.relu(d_ab - d_ac + margin), 0.0) + \
+      jnp.where(closer_c, jax.nn.relu(d_ac - d_ab + margin), 0.0)
+  return jnp.sum(viol) / jnp.maximum(jnp.sum(closer_b | closer_c), 1)
+
+
+def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callable]:
+  """Builds one baseline from SOL settings `s` (num_classes, backbone, hidden, embed_dim, ...).
+
+  ce:      softmax CE, argmax.              l2 / l1: (ŷ − r)² / |ŷ − r| on a scalar, rounded.
+  soft_ce: CE to g_r with σ = soft_sigma (DLDL-style), argmax.
+  coral:   BCE on 1[r > k] with one weight and ordered biases; r̂ = Σ_k 1[σ(g_k) > ½].
+  corn:    task k trained on rows with r ≥ k (k ≥ 1; all rows for k = 0), target 1[r > k];
+           P(r > k) = Π_{j≤k} σ(g_j); r̂ = Σ_k 1[P(r > k) > ½].
+  poe:     VIB-style Gaussian embedding: CE on a sampled embedding + poe_kl · KL(N(μ,σ²)‖N(0,I))
+           + poe_weight · ordinal W2 hinge; predicts from μ.
+  """
+  if name not in BASELINES:
+    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
+  c = int(s["num_classes"])
+  net = RankNet(num_classes=c, head=_HEADS[name], backbone=s["backbone"], hidden=tuple(s["hidden"]),
+                embed_dim=int(s["embed_dim"]))
+  ks = jnp.arange(c - 1)
+
+  def init(rng, batch):
+    return net.init({"params": rng, "sample": rng}, jnp.asarray(batch["x"]), sample=name == "poe")["params"]
+
+  def loss_fn(params, batch, rng):
+    y = batch["y"].astype(jnp.int32)
+    if name == "poe":
+      sample_rng, pair_rng = jax.random.split(rng)
+      out = net.apply({"params": params}, batch["x"], sample=True, rngs={"sample": sample_rng})
+    else:
+      out = net.apply({"params": params}, batch["x"])
+    if name == "ce":
+      loss = optax.softmax_cross_entropy_with_integer_labels(out["logits"], y).mean()
+    elif name == "soft_ce":
+      loss = optax.softmax_cross_entropy(out["logits"], L.gaussian_rows(y, c, float(s["soft_sigma"]))).mean()
+    elif name == "l2":
+      loss = jnp.mean(jnp.square(out["value"] - y))
+    elif name == "l1":
+      loss = jnp.mean(jnp.abs(out["value"] - y))
+    elif name == "coral":
+      loss = _bce(out["logits"], (y[:, None] > ks[None, :]).astype(jnp.float32)).sum(-1).mean()
+    elif name == "corn":
+      mask = (y[:, None] >= ks[None, :]).astype(jnp.float32)   # k = 0 keeps every row
+      per = _bce(out["logits"], (y[:, None] > ks[None, :]).astype(jnp.float32)) * mask
+      loss = per.sum() / jnp.maximum(mask.sum(), 1.0)
+    else:  # poe
+      mu, logvar = out["mu"], out["logvar"]
+      ce = optax.softmax_cross_entropy_with_integer_labels(out["logits"], y).mean()
+      kl = 0.5 * jnp.mean(jnp.sum(jnp.exp(logvar) + jnp.square(mu) - 1.0 - logvar, -1))
+      ordn = _poe_ordinal(mu, logvar, y, pair_rng, float(s["poe_margin"]))
+      loss = ce + float(s["poe_kl"]) * kl + float(s["poe_weight"]) * ordn
+      return loss, {"ce": ce, "kl": kl, "ordinal": ordn}
+    return loss, {}
+
+  def predict_fn(params, extra, x):
+    del extra
+    out = net.apply({"params": params}, x)
+    if name in ("ce", "soft_ce", "poe"):
+      return jnp.argmax(out["logits"], -1).astype(jnp.int32)
+    if name in ("l2", "l1"):
+      return jnp.clip(jnp.round(out["value"]), 0, c - 1).astype(jnp.int32)
+    if name == "coral":
+      return jnp.sum(jax.nn.sigmoid(out["logits"]) > 0.5, -1).astype(jnp.int32)
+    probs = jnp.cumprod(jax.nn.sigmoid(out["logits"]), -1)     # corn: P(r > k)
+    return jnp.sum(probs > 0.5, -1).astype(jnp.int32)
+
+  def eval_fn(params, batch):
+    pred = predict_fn(params, None, batch["x"])
+    err = jnp.abs(pred - batch["y"])
+    return {"mae": err.mean(), "zero_one": (err > 0).mean()}
+
+  return core.Method(init, loss_fn, eval_fn), predict_fn

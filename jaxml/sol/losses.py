@@ -1,0 +1,194 @@
+"""Stochastic Order Learning (SOL) objectives: rank distributions, centroids, profiles, losses.
+
+Notation (spec `sol.md` §2): C ranks, unit-norm embeddings e ∈ S^{d-1}, noisy ranks r.
+
+* Rank distribution  g_μ(j) = softmax_j(−(j − μ)² / 2σ²)    (σ = 0: one-hot at round(μ)).
+* Stochastic centroids  μ̂_j = normalise(Σ_i p_i(j) e_i / Σ_i p_i(j)).
+* Expected dissimilarity profile  S_l(e) = Σ_j Q[l, j] ||e − μ̂_j||²,   Q[l] = g_l.
+* Discriminative loss  L_D = (S_r − S_{r+1}) + (S_r − S_{r−1})  (missing side doubled).
+* Stochastic order loss  L_SO = mean_pairs(P_> V_> + P_< V_< + P_≈ V_≈)  with the clean
+  probabilities P_> + P_< + P_≈ = 1.
+
+Everything is pure and vectorised; the pair sampler draws inside `jit` from an explicit key.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["gaussian_rows", "gaussian_table", "soft_centroids", "sq_dists", "expected_profile",
+           "order_masks", "order_probs", "discriminative_loss", "order_violations",
+           "stochastic_order_loss", "Pairs", "sample_pairs", "center_loss"]
+
+_EPS = 1e-12
+
+
+def gaussian_rows(centres: jax.Array, num_classes: int, sigma: float) -> jax.Array:
+  """Discretised Gaussians over ranks, normalised on {0..C−1}.
+
+  Args:
+    centres: [...] rank centres (int or float).
+    num_classes: C.
+    sigma: standard deviation in rank units; 0 gives one-hot rows at round(centre).
+  Returns:
+    [..., C] float32 rows summing to one.
+  """
+  centres = jnp.asarray(centres, jnp.float32)
+  j = jnp.arange(num_classes, dtype=jnp.float32)
+  if sigma <= 0.0:
+    return jax.nn.one_hot(jnp.clip(jnp.round(centres), 0, num_classes - 1).astype(jnp.int32), num_classes)
+  logits = -jnp.square(j - centres[..., None]) / (2.0 * sigma * sigma)
+  return jax.nn.softmax(logits, axis=-1)
+
+
+def gaussian_table(num_classes: int, sigma: float) -> jax.Array:
+  """Q[l, j] = g_l(j): [C, C]; the identity when σ = 0."""
+  return gaussian_rows(jnp.arange(num_classes), num_classes, sigma)
+
+
+def soft_centroids(embeddings: jax.Array, probs: jax.Array, *, normalize: bool = True) -> jax.Array:
+  """Probability-weighted centroids μ_j = Σ_i p_i(j) e_i / Σ_i p_i(j), optionally unit-normed.
+
+  Args:
+    embeddings: [N, d]; probs: [N, C] rank distributions.
+  Returns:
+    [C, d]; a rank with no mass gets the zero vector (distance 1 to every unit embedding).
+  """
+  mass = probs.sum(0)                                          # [C]
+  mu = (probs.T @ embeddings) / jnp.maximum(mass, _EPS)[:, None]
+  if normalize:
+    mu = mu / jnp.maximum(jnp.linalg.norm(mu, axis=-1, keepdims=True), _EPS)
+  return mu
+
+
+def sq_dists(embeddings: jax.Array, centroids: jax.Array) -> jax.Array:
+  """d_j(e) = ||e − μ_j||²: [B, d] x [C, d] -> [B, C] (clipped at 0 against round-off)."""
+  e2 = jnp.sum(jnp.square(embeddings), -1, keepdims=True)
+  c2 = jnp.sum(jnp.square(centroids), -1)[None, :]
+  return jnp.maximum(e2 + c2 - 2.0 * embeddings @ centroids.T, 0.0)
+
+
+def expected_profile(embeddings: jax.Array, centroids: jax.Array, table: jax.Array) -> jax.Array:
+  """S = D Qᵀ: S_l(e) = Σ_j Q[l, j] d_j(e); [B, d] -> [B, C]."""
+  return sq_dists(embeddings, centroids) @ table.T
+
+
+def order_masks(num_classes: int, tau: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """[C, C] masks over (a = base rank, c = reference rank): greater (c < a−τ), less (c > a+τ),
+  similar (|c − a| ≤ τ). They partition the grid, so the three probabilities sum to one."""
+  a = np.arange(num_classes)[:, None]
+  c = np.arange(num_classes)[None, :]
+  greater = (c < a - tau).astype(np.float32)
+  less = (c > a + tau).astype(np.float32)
+  similar = (np.abs(c - a) <= tau).astype(np.float32)
+  return greater, less, similar
+
+
+def order_probs(p_base: jax.Array, p_ref: jax.Array, tau: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """P_>, P_<, P_≈ for pairs: Σ_{a,c} p_i(a) p_k(c) M[a, c] for each order mask M.
+
+  Args:
+    p_base, p_ref: [P, C] rank distributions of base i and reference k.
+  Returns:
+    three [P] arrays; they sum to one (clean definition, not the reference code's clipped windows).
+  """
+  greater, less, similar = order_masks(p_base.shape[-1], tau)
+  joint = p_base[:, :, None] * p_ref[:, None, :]               # [P, C, C]
+  return (jnp.einsum("pac,ac->p", joint, greater), jnp.einsum("pac,ac->p", joint, less),
+          jnp.einsum("pac,ac->p", joint, similar))
+
+
+def discriminative_loss(profile: jax.Array, ranks: jax.Array, neighbourhood: int = 1) -> jax.Array:
+  """Per-instance L_D(b) = Σ_{l=1..L} (S_r − S_{r+l}) + (S_r − S_{r−l}); a missing side is
+  replaced by doubling the existing one (spec §2.3). No hinge.
+
+  Args:
+    profile: [B, C] expected dissimilarity profiles; ranks: [B] int.
+  Returns:
+    [B] losses.
+  """
+  c = profile.shape[-1]
+  ranks = ranks.astype(jnp.int32)
+  take = lambda idx: jnp.take_along_axis(profile, jnp.clip(idx, 0, c - 1)[:, None], axis=1)[:, 0]
+  s_r = take(ranks)
+  total = jnp.zeros_like(s_r)
+  for l in range(1, neighbourhood + 1):   # static, small
+    up_ok, down_ok = ranks + l <= c - 1, ranks - l >= 0
+    up, down = s_r - take(ranks + l), s_r - take(ranks - l)
+    term = jnp.where(up_ok & down_ok, up + down,
+                     jnp.where(up_ok, 2.0 * up, jnp.where(down_ok, 2.0 * down, 0.0)))
+    total = total + term
+  return total
+
+
+def order_violations(s_base: jax.Array, s_ref: jax.Array, r_base: jax.Array, r_ref: jax.Array,
+                     margin: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """Hinge windows V_>, V_<, V_≈ for pairs (spec §2.4).
+
+  V_> = Σ_{l<r_k} [S^k_l − S^i_l + m]_+ + Σ_{l≥r_i} [S^i_l − S^k_l + m]_+
+  V_< = Σ_{l<r_i} [S^i_l − S^k_l + m]_+ + Σ_{l≥r_k} [S^k_l − S^i_l + m]_+
+  V_≈ = Σ_l [|S^i_l − S^k_l| − m]_+
+  Args: s_base, s_ref: [P, C]; r_base, r_ref: [P] int. Returns three [P] arrays.
+  """
+  l = jnp.arange(s_base.shape[-1])[None, :]
+  ri, rk = r_base[:, None], r_ref[:, None]
+  ki = jax.nn.relu(s_ref - s_base + margin)                   # base farther than ref
+  ik = jax.nn.relu(s_base - s_ref + margin)                   # ref farther than base
+  v_gt = jnp.sum(jnp.where(l < rk, ki, 0.0) + jnp.where(l >= ri, ik, 0.0), -1)
+  v_lt = jnp.sum(jnp.where(l < ri, ik, 0.0) + jnp.where(l >= rk, ki, 0.0), -1)
+  v_sim = jnp.sum(jax.nn.relu(jnp.abs(s_base - s_ref) - margin), -1)
+  return v_gt, v_lt, v_sim
+
+
+def stochastic_order_loss(s_base: jax.Array, s_ref: jax.Array, r_base: jax.Array, r_ref: jax.Array,
+                          probs: tuple[jax.Array, jax.Array, jax.Array], margin: float,
+                          weights: jax.Array | None = None) -> jax.Array:
+  """L_SO = weighted mean over pairs of P_> V_> + P_< V_< + P_≈ V_≈ (scalar)."""
+  v_gt, v_lt, v_sim = order_violations(s_base, s_ref, r_base, r_ref, margin)
+  p_gt, p_lt, p_sim = probs
+  per_pair = p_gt * v_gt + p_lt * v_lt + p_sim * v_sim
+  if weights is None:
+    return per_pair.mean()
+  return jnp.sum(per_pair * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+
+
+class Pairs(NamedTuple):
+  """Indices into the 2B embeddings of a batch; `valid` marks real (not padding) pairs."""
+
+  base: jax.Array     # [3 * per_class] int32
+  ref: jax.Array      # [3 * per_class] int32
+  valid: jax.Array    # [3 * per_class] float32 in {0, 1}
+
+
+def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int) -> Pairs:
+  """All unordered pairs of the M embeddings, random orientation, ≤ `per_class` per ternary
+  order class (>, <, ≈ of the noisy ranks with threshold τ), sampled uniformly.
+
+  The class labels only balance the sample; the loss weights pairs by P_>, P_<, P_≈.
+  Args:
+    rng: key; ranks: [M] int (M static).
+  """
+  m = ranks.shape[0]
+  iu, ku = np.triu_indices(m, 1)
+  per_class = min(per_class, iu.size)
+  flip_rng, pick_rng = jax.random.split(rng)
+  flip = jax.random.bernoulli(flip_rng, 0.5, (iu.size,))
+  base = jnp.where(flip, ku, iu)
+  ref = jnp.where(flip, iu, ku)
+  diff = ranks[base] - ranks[ref]
+  cls = jnp.where(diff > tau, 0, jnp.where(diff < -tau, 1, 2))
+  u = jax.random.uniform(pick_rng, (iu.size,))
+  idx, val = [], []
+  for c in range(3):   # static: three order classes
+    score, pos = jax.lax.top_k(jnp.where(cls == c, u, -1.0), per_class)
+    idx.append(pos)
+    val.append((score >= 0.0).astype(jnp.float32))
+  idx = jnp.concatenate(idx)
+  return Pairs(base[idx].astype(jnp.int32), ref[idx].astype(jnp.int32), jnp.concatenate(val))
+
+
+def center_loss(embeddings: jax.Array, centroids: jax.Array, ranks: jax.Array) -> jax.Array:
+  """GOL-style pull to the own rank's reference point: mean_b ||e_b − μ_{r_b}||²."""
+  return jnp.mean(jnp.sum(jnp.square(embeddings - centroids[ranks]), -1))
