@@ -8,11 +8,11 @@ Kernels (`smile`, `psmile`), the Gamma-quantile tuner and noise preconditioner
 from jaxml.smile.adaptation import (PrecondConfig, PrecondState, TunerConfig, TunerState, gamma_quantile,
                                     mile_warmup, precond_init, precond_inverse_mass, precond_update,
                                     tuner_init, tuner_thresholds, tuner_update)
-from jaxml.smile.chains import ChainKernel, ChainResult, peg_per_step, run_chains, run_mclmc, smile_chain_kernel
+from jaxml.smile.chains import ChainKernel, ChainResult, make_chain_runner, peg_per_step, run_chains, run_mclmc, smile_chain_kernel
 from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, psmile, smile
 
 __all__ = [
-    "ChainKernel", "ChainResult", "PrecondConfig", "PrecondState", "Sampler", "SmileInfo", "SmileState",
+    "ChainKernel", "ChainResult", "PrecondConfig", "make_chain_runner", "PrecondState", "Sampler", "SmileInfo", "SmileState",
     "TunerConfig", "TunerState", "gamma_quantile", "mile_warmup", "peg_per_step", "precond_init",
     "precond_inverse_mass", "precond_update", "psmile", "run_chains", "run_mclmc", "smile", "smile_chain_kernel",
     "tuner_init", "tuner_thresholds", "tuner_update",

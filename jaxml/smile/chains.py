@@ -17,11 +17,14 @@ from blackjax.mcmc import integrators, mclmc
 from jaxml.smile import adaptation as adapt
 from jaxml.smile.kernel import Sampler
 
-__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "run_chains", "run_mclmc", "peg_per_step"]
+__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains", "run_mclmc", "peg_per_step"]
 
 
 class ChainKernel(NamedTuple):
-  """init(position, minibatch, rng) -> state; step(rng, state, minibatch, t) -> (state, info).
+  """init(position, minibatch, rng, hyper) -> state; step(rng, state, minibatch, t) -> (state, info).
+
+  `hyper` is a dict of per-chain values (e.g. {"step_size": ε₀}) that may override the kernel's
+  defaults, so that a step-size grid or several variants run as extra chains of one compile.
 
   info is a dict with scalar entries "logdensity", "reset", "nonfinite", "step_size".
   `keep(t)` says whether a sample taken at step t counts (cyclical SGLD drops exploration).
@@ -51,7 +54,19 @@ def peg_per_step(grads_per_step: int, batch_size: int) -> int:
 
 
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
-  """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner."""
+  """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner.
+
+  hyper may hold "step_size" (ε₀) and "variant" (bool [2], only for `smile_family`).
+  """
+
+  def init(position, minibatch, rng, hyper):
+    state = sampler.init(position, minibatch, rng)
+    if "step_size" in hyper:
+      eps = jnp.asarray(hyper["step_size"], jnp.float32)
+      state = state._replace(step_size=eps, initial_step_size=eps)
+    if "variant" in hyper:
+      state = state._replace(variant=jnp.asarray(hyper["variant"], bool))
+    return state
 
   def step(rng, state, minibatch, t):
     del t
@@ -59,88 +74,100 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
     return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
                    "step_size": info.step_size}
 
-  return ChainKernel(sampler.init, step, lambda s: s.integrator.position, 2)
+  return ChainKernel(init, step, lambda s: s.integrator.position, 2)
 
 
-def run_chains(kernel: ChainKernel, positions: Any, data: dict, rng: jax.Array, *, batch_size: int,
-               num_warmup: int, num_samples: int, thin: int) -> ChainResult:
-  """Runs C chains (leading axis of `positions`) on data{"x": [N, p], "y": [N]}.
+def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, batch_size: int, num_warmup: int,
+                      num_samples: int, thin: int) -> Callable[..., ChainResult]:
+  """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}) -> ChainResult`.
 
-  Total steps per chain: num_warmup + num_samples · thin. Jit-compiled once per call.
+  hypers: dict of per-chain arrays [C, ...] handed to `kernel.init`. Steps per chain:
+  num_warmup + num_samples · thin, with num_warmup rounded down to a multiple of thin
+  (warmup runs as discarded blocks of the same scan, so the step is compiled once).
+  Reusing the runner for another split of the same shapes does not recompile.
   """
-  n = data["y"].shape[0]
+  n = int(data_size)
   b = int(batch_size)
   per_epoch = n // b
   if per_epoch < 1:
     raise ValueError(f"batch size {b} exceeds the {n} training rows")
-  num_chains = jax.tree.leaves(positions)[0].shape[0]
-  init_key, data_key, step_key = jax.random.split(rng, 3)
-
-  def perms_for(epoch):
-    keys = jax.random.split(jax.random.fold_in(data_key, epoch), num_chains)
-    return jax.vmap(lambda k: jax.random.permutation(k, n))(keys).astype(jnp.int32)
-
-  def batch_at(x, y, perms, j):
-    idx = jax.lax.dynamic_slice_in_dim(perms, j * b, b, axis=1)          # [C, b]
-    return {"x": x[idx], "y": y[idx]}
-
   step_fn = jax.vmap(kernel.step, in_axes=(0, 0, 0, None))
 
-  def advance(x, y, carry, t):
-    states, perms, resets, nonfinite = carry
-    epoch, j = t // per_epoch, t % per_epoch
-    perms = jax.lax.cond(j == 0, lambda: perms_for(epoch), lambda: perms)
-    keys = jax.random.split(jax.random.fold_in(step_key, t), num_chains)
-    states, info = step_fn(keys, states, batch_at(x, y, perms, j), t)
-    carry = (states, perms, resets + info["reset"].astype(jnp.int32),
-             nonfinite + info["nonfinite"].astype(jnp.int32))
-    return carry, info
+  warm_blocks = num_warmup // thin
 
   @jax.jit
-  def run(positions, x, y):
+  def run(positions, x, y, rng, hypers):
+    init_key, data_key, step_key = jax.random.split(rng, 3)
+
+    def perms_for(epoch):
+      keys = jax.random.split(jax.random.fold_in(data_key, epoch), num_chains)
+      return jax.vmap(lambda k: jax.random.permutation(k, n))(keys).astype(jnp.int32)
+
+    def batch_at(perms, j):
+      idx = jax.lax.dynamic_slice_in_dim(perms, j * b, b, axis=1)          # [C, b]
+      return {"x": x[idx], "y": y[idx]}
+
+    def advance(carry, t):
+      states, perms, resets, nonfinite = carry
+      epoch, j = t // per_epoch, t % per_epoch
+      perms = jax.lax.cond(j == 0, lambda: perms_for(epoch), lambda: perms)
+      keys = jax.random.split(jax.random.fold_in(step_key, t), num_chains)
+      states, info = step_fn(keys, states, batch_at(perms, j), t)
+      carry = (states, perms, resets + info["reset"].astype(jnp.int32),
+               nonfinite + info["nonfinite"].astype(jnp.int32))
+      return carry, info
+
     perms = perms_for(0)
-    states = jax.vmap(kernel.init)(positions, batch_at(x, y, perms, 0), jax.random.split(init_key, num_chains))
+    states = jax.vmap(kernel.init)(positions, batch_at(perms, 0), jax.random.split(init_key, num_chains), hypers)
     zeros = jnp.zeros((num_chains,), jnp.int32)
     carry = (states, perms, zeros, zeros)
 
-    def warm_body(carry, t):
-      carry, _ = advance(x, y, carry, t)
-      return carry, None
-
-    carry, _ = jax.lax.scan(warm_body, carry, jnp.arange(1, num_warmup + 1))
-
-    def sample_body(carry, s):
-      start = num_warmup + 1 + s * thin
-
-      def inner(c, t):
-        return advance(x, y, c, t)
-
-      carry, infos = jax.lax.scan(inner, carry, start + jnp.arange(thin))
+    def block(carry, s):
+      start = 1 + s * thin
+      carry, infos = jax.lax.scan(advance, carry, start + jnp.arange(thin))
       t_last = start + thin - 1
       keep = kernel.keep(t_last) if kernel.keep is not None else jnp.ones((), bool)
       return carry, (kernel.position(carry[0]), infos["logdensity"][-1], keep, infos["step_size"][-1])
 
-    carry, (pos, logd, keep, eps) = jax.lax.scan(sample_body, carry, jnp.arange(num_samples))
+    carry, (pos, logd, keep, eps) = jax.lax.scan(block, carry, jnp.arange(warm_blocks + num_samples))
+    pos, logd, keep = jax.tree.map(lambda a: a[warm_blocks:], (pos, logd, keep))
     pos = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)
     return pos, jnp.swapaxes(logd, 0, 1), keep, carry[2], carry[3], eps[-1], carry[0]
 
-  pos, logd, keep, resets, nonfinite, eps, states = run(positions, data["x"], data["y"])
-  steps = num_warmup + num_samples * thin
-  return ChainResult(pos, logd, keep, resets, nonfinite, eps,
-                     peg_per_step(kernel.grads_per_step, b) * steps + b, states)
+  peg = peg_per_step(kernel.grads_per_step, b) * (warm_blocks + num_samples) * thin + b
+
+  def runner(positions: Any, data: dict, rng: jax.Array, hypers: dict | None = None) -> ChainResult:
+    if data["y"].shape[0] != n:
+      raise ValueError(f"runner built for {n} rows, got {data['y'].shape[0]}")
+    pos, logd, keep, resets, nonfinite, eps, states = run(positions, data["x"], data["y"], rng, hypers or {})
+    return ChainResult(pos, logd, keep, resets, nonfinite, eps, peg, states)
+
+  return runner
 
 
-def run_mclmc(logdensity_fn: Callable[[Any], jax.Array], positions: Any, rng: jax.Array, *, data_size: int,
-              num_tune: int, num_samples: int, thin: int, **mile_kwargs: Any) -> ChainResult:
-  """Full-batch MCLMC / MILE: `mile_warmup` tuning, then thinned sampling, vmapped over chains.
+def run_chains(kernel: ChainKernel, positions: Any, data: dict, rng: jax.Array, *, batch_size: int,
+               num_warmup: int, num_samples: int, thin: int, hypers: dict | None = None) -> ChainResult:
+  """Runs C chains (leading axis of `positions`) on data{"x": [N, p], "y": [N]} (see make_chain_runner)."""
+  runner = make_chain_runner(kernel, num_chains=jax.tree.leaves(positions)[0].shape[0],
+                             data_size=data["y"].shape[0], batch_size=batch_size, num_warmup=num_warmup,
+                             num_samples=num_samples, thin=thin)
+  return runner(positions, data, rng, hypers)
 
-  PEG per chain = 2N · (tuning steps + num_samples · thin) + N (initial gradient).
+
+def make_mclmc_runner(make_logdensity: Callable[[jax.Array, jax.Array], Callable[[Any], jax.Array]], *,
+                      num_chains: int, data_size: int, num_tune: int, num_samples: int, thin: int,
+                      **mile_kwargs: Any) -> Callable[..., ChainResult]:
+  """Jitted full-batch MCLMC / MILE runner: `mile_warmup` tuning, then thinned sampling, vmapped.
+
+  `make_logdensity(x, y)` builds the full-batch log posterior from the (traced) data, so one
+  compile serves every split of the same shapes. PEG per chain = 2N · (tuning steps +
+  num_samples · thin) + N (initial gradient).
   """
   kernel = mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan)
-  num_chains = jax.tree.leaves(positions)[0].shape[0]
   counted = {}
 
-  def one_chain(position, key):
+  def one_chain(position, key, x, y):
+    logdensity_fn = make_logdensity(x, y)
     tune_key, run_key = jax.random.split(key)
     state, params, n_tune = adapt.mile_warmup(logdensity_fn, position, tune_key, num_steps=num_tune, **mile_kwargs)
     counted["n_tune"] = int(n_tune)
@@ -155,11 +182,23 @@ def run_mclmc(logdensity_fn: Callable[[Any], jax.Array], positions: Any, rng: ja
       return (st, bad + jnp.sum(nan)), (st.position, st.logdensity)
 
     (state, bad), (pos, logd) = jax.lax.scan(body, (state, jnp.zeros((), jnp.int32)), jnp.arange(num_samples))
-    return pos, logd, bad, params.step_size, params.L
+    return pos, logd, bad, params.step_size
 
-  pos, logd, bad, eps, big_l = jax.jit(jax.vmap(one_chain))(positions, jax.random.split(rng, num_chains))
-  steps = counted.get("n_tune", num_tune) + num_samples * thin
-  del big_l
-  return ChainResult(pos, logd, jnp.ones((num_samples,), bool), jnp.zeros((num_chains,), jnp.int32), bad, eps,
-                     2 * data_size * steps + data_size, None)
+  run = jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None, None)))
 
+  def runner(positions: Any, data: dict, rng: jax.Array) -> ChainResult:
+    pos, logd, bad, eps = run(positions, jax.random.split(rng, num_chains), data["x"], data["y"])
+    steps = counted.get("n_tune", num_tune) + num_samples * thin
+    return ChainResult(pos, logd, jnp.ones((num_samples,), bool), jnp.zeros((num_chains,), jnp.int32), bad, eps,
+                       2 * data_size * steps + data_size, None)
+
+  return runner
+
+
+def run_mclmc(logdensity_fn: Callable[[Any], jax.Array], positions: Any, rng: jax.Array, *, data_size: int,
+              num_tune: int, num_samples: int, thin: int, **mile_kwargs: Any) -> ChainResult:
+  """Full-batch MCLMC on a fixed log density (see `make_mclmc_runner`)."""
+  runner = make_mclmc_runner(lambda x, y: logdensity_fn, num_chains=jax.tree.leaves(positions)[0].shape[0],
+                             data_size=data_size, num_tune=num_tune, num_samples=num_samples, thin=thin,
+                             **mile_kwargs)
+  return runner(positions, {"x": jnp.zeros(()), "y": jnp.zeros(())}, rng)

@@ -31,7 +31,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxml.smile import adaptation as adapt
 
-__all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "make_integrator", "GRAD_CLIP"]
+__all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "smile_family", "make_integrator", "GRAD_CLIP"]
 
 GRAD_CLIP = 1e6
 
@@ -44,6 +44,7 @@ class SmileState(NamedTuple):
   initial_step_size: jax.Array
   tuner: adapt.TunerState
   precond: adapt.PrecondState
+  variant: jax.Array              # bool [2]: (preconditioned, tuned); read only by `smile_family`
 
   @property
   def position(self) -> Any:
@@ -105,9 +106,11 @@ def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matr
 
 
 def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float,
-           precondition: bool, tuned: bool, tuner: adapt.TunerConfig, precond: adapt.PrecondConfig,
+           precondition: bool | None, tuned: bool | None, tuner: adapt.TunerConfig, precond: adapt.PrecondConfig,
            same_batch_energy: bool) -> Sampler:
+  """precondition / tuned = None: read per chain from `state.variant` (one compile for all variants)."""
   step_size0 = float(step_size)
+  dynamic = precondition is None or tuned is None
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
     target = _bind(logdensity_fn, minibatch)
@@ -116,16 +119,22 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
     dim = ravel_pytree(position)[0].shape[0]
     if dim < 2:
       raise ValueError("SMILE needs at least 2 parameters")
+    variant = jnp.array([True if precondition is None else precondition, True if tuned is None else tuned])
     return SmileState(integrator=state, step_size=jnp.asarray(step_size0, jnp.float32),
                       initial_step_size=jnp.asarray(step_size0, jnp.float32), tuner=adapt.tuner_init(),
-                      precond=adapt.precond_init(dim))
+                      precond=adapt.precond_init(dim), variant=variant)
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
     # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
     kernel_key, _, nan_key = jax.random.split(rng, 3)
     refresh_key1, refresh_key2 = jax.random.split(kernel_key)
     target = _bind(logdensity_fn, minibatch)
-    imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
+    use_pre = state.variant[0] if dynamic else precondition
+    use_tuner = state.variant[1] if dynamic else tuned
+    if dynamic:
+      imm = jnp.where(use_pre, adapt.precond_inverse_mass(state.precond, precond), 1.0)
+    else:
+      imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
     old = state.integrator
     if same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
       old = old._replace(logdensity=target(old.position))
@@ -137,34 +146,34 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
     ok = (finite & jnp.isfinite(energy_change) & jnp.isfinite(kinetic_change) & _tree_finite(new.position)
           & _tree_finite(new.momentum))
     abs_de = jnp.where(ok, jnp.abs(energy_change), 0.0)
+    floor = tuner.eps_floor_frac * state.initial_step_size
+    eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor))
 
-    if tuned:
+    if dynamic or tuned:
       q_reset, _, _ = adapt.tuner_thresholds(state.tuner, tuner)
-      reset = ok & (state.tuner.t >= tuner.freeze_steps) & (abs_de > q_reset)
+      reset = use_tuner & ok & (state.tuner.t >= tuner.freeze_steps) & (abs_de > q_reset)
+      eps_tuned = adapt.adapt_step_size(eps, abs_de, state.tuner, tuner, state.initial_step_size, ~ok)
+      eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
+      tun = jax.tree.map(lambda a, b: jnp.where(ok & use_tuner, a, b),
+                         adapt.tuner_update(state.tuner, abs_de, tuner), state.tuner)
     else:
       reset = jnp.zeros((), bool)
+      eps_new, tun = eps_fixed, state.tuner
     zeros = jax.tree.map(jnp.zeros_like, old.momentum)
     random_u = generate_unit_vector(nan_key, old.position)
     reverted = old._replace(momentum=jax.tree.map(lambda z, r: jnp.where(ok, z, r), zeros, random_u))
     keep = ok & ~reset
     out = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, reverted)
 
-    if tuned:
-      eps_new = adapt.adapt_step_size(eps, abs_de, state.tuner, tuner, state.initial_step_size, ~ok)
-      tun = jax.tree.map(lambda a, b: jnp.where(ok, a, b), adapt.tuner_update(state.tuner, abs_de, tuner),
-                         state.tuner)
-    else:
-      eps_new = jnp.where(ok, eps, jnp.maximum(eps * 0.5, tuner.eps_floor_frac * state.initial_step_size))
-      tun = state.tuner
-    if precondition:
+    if dynamic or precondition:
       g_flat = ravel_pytree(out.logdensity_grad)[0]
-      pre = jax.tree.map(lambda a, b: jnp.where(keep, a, b), adapt.precond_update(state.precond, g_flat, precond),
-                         state.precond)
+      pre = jax.tree.map(lambda a, b: jnp.where(keep & use_pre, a, b),
+                         adapt.precond_update(state.precond, g_flat, precond), state.precond)
     else:
       pre = state.precond
     info = SmileInfo(logdensity=out.logdensity, kinetic_change=jnp.where(ok, kinetic_change, 0.0),
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
-    return SmileState(out, eps_new, state.initial_step_size, tun, pre), info
+    return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
 
   return Sampler(init, step)
 
@@ -185,6 +194,19 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
     precond: PrecondConfig; **tuner: TunerConfig fields (p_reset, alpha, delta, beta, ...).
   """
   return _build(logdensity_fn, step_size=step_size, L=L, precondition=precondition, tuned=tuned,
+                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
+                same_batch_energy=same_batch_energy)
+
+
+def smile_family(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+                 same_batch_energy: bool = False, precond: adapt.PrecondConfig | None = None,
+                 **tuner: Any) -> Sampler:
+  """All four variants in one compiled step: `state.variant` = (precondition, tuned) per chain.
+
+  `init` gives pSMILE; set `state._replace(variant=..., step_size=ε₀, initial_step_size=ε₀)` to
+  switch a chain to another variant or initial step size (used to vmap variants and ε₀ grids).
+  """
+  return _build(logdensity_fn, step_size=step_size, L=L, precondition=None, tuned=None,
                 tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
                 same_batch_energy=same_batch_energy)
 

@@ -137,11 +137,11 @@ def test_peg_counter():
   from jaxml.smile import baselines
   pos = jnp.zeros((2, dim))
   r = chains.run_chains(chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-2)), pos, data, jax.random.key(0),
-                        batch_size=b, num_warmup=3, num_samples=2, thin=2)
-  assert r.peg_per_chain == 2 * b * 7 + b
+                        batch_size=b, num_warmup=4, num_samples=2, thin=2)
+  assert r.peg_per_chain == 2 * b * 8 + b
   r = chains.run_chains(baselines.sgld_kernel(logd, step_size=1e-3), pos, data, jax.random.key(0),
-                        batch_size=b, num_warmup=3, num_samples=2, thin=2)
-  assert r.peg_per_chain == b * 7 + b
+                        batch_size=b, num_warmup=4, num_samples=2, thin=2)
+  assert r.peg_per_chain == b * 8 + b
   full = lambda p: logd(p, data) * 1.0
   r = chains.run_mclmc(full, pos, jax.random.key(0), data_size=n, num_tune=20, num_samples=2, thin=3)
   n_tune = 20 * 0.8 + 20 * 0.1 + 20 * 0.1
