@@ -21,7 +21,8 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "train_backbone", "make_forward", "make_mc_forward", "restore_params", "member"]
+           "train_backbone", "make_forward", "make_mc_forward", "restore_params", "member", "forward",
+           "ensemble_logits", "mc_logits"]
 
 BACKBONES = ("gcn", "gat", "appnp")
 
@@ -204,24 +205,39 @@ def train_backbone(model: nn.Module, batch: Mapping[str, np.ndarray], *, seed: i
                   "val_ce": float(best["val_ce"].mean())}
 
 
+def _apply_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
+  return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
+
+
+# Module-level jits keyed on the (hashable) Flax module: equal backbones share compiled code.
+forward = jax.jit(_apply_eval, static_argnums=0)
+forward.__doc__ = "forward(model, params, batch) -> {logits, q, z} with dropout off (jitted)."
+
+
+def _ensemble_logits(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> jax.Array:
+  return jax.vmap(lambda p: _apply_eval(model, p, batch)["logits"])(params)
+
+
+ensemble_logits = jax.jit(_ensemble_logits, static_argnums=0)
+ensemble_logits.__doc__ = "ensemble_logits(model, stacked_params, batch) -> logits [M, N, K] (jitted)."
+
+
+def _mc_logits(model: nn.Module, params: Any, batch: Mapping[str, Any], rng: jax.Array, num_samples: int) -> jax.Array:
+  def one(key):
+    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
+                       train=True, rngs={"dropout": key})["logits"]
+  return jax.lax.map(one, jax.random.split(rng, num_samples))
+
+
+mc_logits = jax.jit(_mc_logits, static_argnums=(0, 4))
+mc_logits.__doc__ = "mc_logits(model, params, batch, rng, num_samples) -> logits [S, N, K] with dropout on (jitted)."
+
+
 def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:
-  """jit(params, batch) -> {logits, q, z} with dropout off."""
-
-  @jax.jit
-  def forward(params, batch):
-    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
-
-  return forward
+  """(params, batch) -> {logits, q, z} with dropout off (jitted, shared compile cache)."""
+  return lambda params, batch: forward(model, params, batch)
 
 
 def make_mc_forward(model: nn.Module, num_samples: int) -> Callable[[Any, Mapping[str, Any], jax.Array], jax.Array]:
-  """jit(params, batch, rng) -> logits [S, N, K] from `num_samples` dropout passes (MC dropout)."""
-
-  @jax.jit
-  def mc_forward(params, batch, rng):
-    def one(key):
-      return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
-                         train=True, rngs={"dropout": key})["logits"]
-    return jax.lax.map(one, jax.random.split(rng, num_samples))
-
-  return mc_forward
+  """(params, batch, rng) -> logits [S, N, K] from `num_samples` dropout passes (MC dropout)."""
+  return lambda params, batch, rng: mc_logits(model, params, batch, rng, num_samples)
