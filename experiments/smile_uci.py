@@ -93,7 +93,7 @@ def train_members(config, workdir: str, data: dict, seed: int, name: str) -> tup
   t0 = time.perf_counter()
   core.fit(state, core.make_train_step(method.loss_fn, optimizer), batches, num_steps=num_steps,
            log_every=max(num_steps // 2, 1), writer=core.MetricWriter(workdir), name=name,
-           hooks=[core.Hook(per_epoch, keep_best)], progress=False)
+           hooks=[core.Hook(per_epoch, keep_best)], progress=False, shard_batch_rows=False)
   wall = time.perf_counter() - t0
   cost = {"peg": float(k * num_steps * b), "wall_s": wall, "steps": num_steps,
           "best_epoch_mean": float(best["epoch"].mean())}
@@ -213,7 +213,7 @@ def run_split(config, workdir: str, dataset: str, split: int, data: dict, runner
     emit("de", evaluate(predict, jax.tree.map(lambda a: a[:, None], members), one, None, data, config, rng),
          {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
 
-  budget = int(s.budget_epochs * n)
+  budget = int(s.budget_epochs_override.get(dataset, s.budget_epochs) * n)
   key = jax.random.key(seed * 7919 + split)
   groups = [m for m in s.methods if m not in ("map", "de") and m not in SMILE_VARIANTS]
   if any(m in SMILE_VARIANTS for m in s.methods):
@@ -222,7 +222,8 @@ def run_split(config, workdir: str, dataset: str, split: int, data: dict, runner
     key, mkey = jax.random.split(key)
     t0 = time.perf_counter()
     if group in ("mclmc", "mclmc_native"):
-      results = {group: run_mclmc_method(group, config, model, members, data, mkey, budget, predict, rng, runners)}
+      results = {group: run_mclmc_method(group, config, model, members, data, mkey, budget, predict, rng, runners,
+                                         dataset)}
     else:
       results = run_sg_group(group, config, logd, members, train, data, mkey, budget, b, predict, rng, runners, n)
     wall = time.perf_counter() - t0
@@ -276,7 +277,7 @@ def run_sg_group(group, config, logd, members, train, data, key, budget, b, pred
   return out
 
 
-def run_mclmc_method(method, config, model, members, data, key, budget, predict, rng, runners):
+def run_mclmc_method(method, config, model, members, data, key, budget, predict, rng, runners, dataset):
   s = config.smile
   n, p = data["x_train"].shape
   if method == "mclmc":
@@ -287,10 +288,11 @@ def run_mclmc_method(method, config, model, members, data, key, budget, predict,
     starts = members
     frac3 = 0.1 if tune >= 50 else 0.0   # too few steps for phase 3's ESS estimate of L
   else:
-    tune, kept = int(s.mclmc_native_tune), int(s.num_samples)
-    thin = max(int(s.mclmc_native_samples) // kept, 1)
-    starts = jax.tree.map(lambda a: a[:int(s.mclmc_native_chains)], members)
-    frac3 = 0.1
+    over = s.mclmc_native_override.get(dataset, {})
+    tune, kept = int(over.get("tune", s.mclmc_native_tune)), int(s.num_samples)
+    thin = max(int(over.get("samples", s.mclmc_native_samples)) // kept, 1)
+    starts = jax.tree.map(lambda a: a[:int(over.get("chains", s.mclmc_native_chains))], members)
+    frac3 = 0.1 if tune >= 50 else 0.0
   c = jax.tree.leaves(starts)[0].shape[0]
   cache_key = ("mclmc", n, p, c, tune, kept, thin, frac3)
   if cache_key not in runners:
@@ -307,8 +309,85 @@ def run_mclmc_method(method, config, model, members, data, key, budget, predict,
                    "steps_per_chain": float((res.peg_per_chain - n) // (2 * n))}
 
 
+def _load_tfds(split: str, config, limit: int) -> dict:
+  """Materialises a TFDS split as numpy arrays (chains index the whole training set on device)."""
+  from jaxml.data import tfds as tfds_data
+  s = config.smile
+  it = tfds_data.make_tfds_batches(s.paper_dataset, split=split, batch_size=int(s.paper_load_batch), seed=0,
+                                   data_dir=config.data_dir, shuffle=False, num_epochs=1)
+  xs, ys = [], []
+  for batch in it:
+    xs.append(batch["x"])
+    ys.append(batch["y"])
+    if limit and sum(len(y) for y in ys) >= limit:
+      break
+  x, y = np.concatenate(xs), np.concatenate(ys)
+  return {"x": x[:limit] if limit else x, "y": y[:limit] if limit else y}
+
+
 def run_paper(config, workdir: str) -> list[dict]:
-  raise NotImplementedError("paper preset not implemented yet")
+  """Accelerator preset: K ResNet members (core.fit), then pSMILE and SGLD chains on CIFAR-10."""
+  from jaxml.nn.resnet import ResNet
+  s = config.smile
+  seed = int(config.seed)
+  train = _load_tfds("train", config, int(s.paper_train_limit))
+  test = _load_tfds("test", config, int(s.paper_test_limit))
+  net = ResNet(num_classes=int(s.num_classes), stage_sizes=tuple(s.resnet_stage_sizes), width=int(s.resnet_width))
+  apply_fn = lambda p, x: net.apply({"params": p}, x)
+  init_fn = lambda r, x: net.init(r, x)["params"]
+  k = int(s.num_members)
+  method = api.make_classifier_method(apply_fn, init_fn, k)
+  n, b = len(train["y"]), min(int(s.paper_batch), len(train["y"]))
+  member_batches = [iterators.epoch_batches(train, b, seed=seed * 1000 + m) for m in range(k)]
+
+  def batches(step: int) -> dict:
+    parts = [f(step) for f in member_batches]
+    return {key: np.stack([p[key] for p in parts]) for key in ("x", "y")}
+
+  steps = int(s.member_max_steps)
+  optimizer = core.make_optimizer({"name": "adamw", "lr": s.paper_member_lr, "weight_decay": s.member_weight_decay,
+                                   "schedule": "cosine"}, steps)
+  state = core.create_train_state(method.init(jax.random.key(seed), batches(0)), optimizer, seed)
+  t0 = time.perf_counter()
+  result = core.fit(state, core.make_train_step(method.loss_fn, optimizer), batches, num_steps=steps,
+                    log_every=int(config.log_every), writer=core.MetricWriter(workdir), name="members",
+                    shard_batch_rows=False,
+                    checkpoint_manager=core.make_manager(common.workdir_subdir(workdir, "checkpoints", "members")),
+                    checkpoint_every=int(config.checkpoint_every))
+  member_peg = float(k * steps * b)
+  members = result.state.params
+  predict = jax.jit(lambda pos, x: jax.vmap(jax.vmap(lambda p: jax.nn.log_softmax(apply_fn(p, x))))(pos))
+  xt, yt = jnp.asarray(test["x"]), test["y"]
+  rows = []
+
+  def metrics_of(positions):
+    return targets.classification_metrics(np.asarray(predict(positions, xt)).reshape(-1, len(yt), int(s.num_classes)), yt)
+
+  rows.append(common.row(method="de", dataset=s.paper_dataset, split=0, seed=seed,
+                         metrics=metrics_of(jax.tree.map(lambda a: a[:, None], members)),
+                         cost={"peg": member_peg, "wall_s": time.perf_counter() - t0}))
+  logd = targets.make_classification_logdensity(apply_fn, data_size=n, prior_scale=s.prior_scale)
+  data = {"x": jnp.asarray(train["x"]), "y": jnp.asarray(train["y"])}
+  budget = int(s.budget_epochs * n)
+  for method_name in s.methods:
+    t1 = time.perf_counter()
+    if method_name == "psmile":
+      kern = chains.smile_chain_kernel(kernel.psmile(logd, step_size=float(s.smile_step_size[0]), p_reset=s.p_reset,
+                                                     alpha=s.alpha, delta=s.delta, beta=s.beta))
+    elif method_name == "sgld":
+      kern = baselines.sgld_kernel(logd, step_size=float(s.sgld_step_size[0]))
+    else:
+      raise ValueError(f"paper preset supports psmile and sgld, got {method_name!r}")
+    total, warm, kept, thin = schedule(budget, kern.grads_per_step * b, s.warmup_frac, int(s.num_samples))
+    res = chains.run_chains(kern, members, data, jax.random.key(seed + 17), batch_size=b, num_warmup=warm,
+                            num_samples=kept, thin=thin)
+    metrics = metrics_of(res.positions)
+    metrics.update(resets=float(np.sum(res.resets)), nonfinite=float(np.sum(res.nonfinite)))
+    rows.append(common.row(method=method_name, dataset=s.paper_dataset, split=0, seed=seed, metrics=metrics,
+                           cost={"peg": member_peg + res.peg_per_chain * k, "sampler_peg": res.peg_per_chain * k,
+                                 "wall_s": time.perf_counter() - t1}))
+    print(f"[smile_uci] {s.paper_dataset} {method_name}: {metrics}", flush=True)
+  return rows
 
 
 def make_plot(rows: list[dict], workdir: str) -> None:

@@ -8,7 +8,7 @@ separate trainings. Weight decay of adamw is the MAP regulariser, as in the refe
 `eval_fn` gives each member's validation NLL (the early-stopping signal).
 """
 
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxml import core
 from jaxml.smile import targets
 
-__all__ = ["make_method", "make_model", "member_nll", "num_params"]
+__all__ = ["make_method", "make_classifier_method", "make_model", "member_nll", "num_params"]
 
 
 def make_model(config: Any) -> targets.RegressionModel:
@@ -54,3 +54,28 @@ def make_method(config: Any) -> core.Method:
 
   return core.Method(init, loss_fn, eval_fn)
 
+
+
+def make_classifier_method(apply_fn: Callable, init_fn: Callable, num_members: int) -> core.Method:
+  """K stacked softmax classifiers (e.g. `jaxml.nn.resnet.ResNet`); batch x [K, b, ...], y [K, b].
+
+  init_fn(rng, x) -> params, apply_fn(params, x) -> logits. Loss Σ_k mean cross-entropy.
+  """
+
+  def init(rng: jax.Array, batch: dict) -> Any:
+    x = jnp.asarray(batch["x"])[0]
+    return jax.vmap(lambda r: init_fn(r, x))(jax.random.split(rng, num_members))
+
+  def member_ce(params, x, y):
+    logp = jax.nn.log_softmax(apply_fn(params, x))
+    return -jnp.mean(jnp.take_along_axis(logp, y[:, None].astype(jnp.int32), axis=-1))
+
+  def loss_fn(params: Any, batch: dict, rng: jax.Array):
+    del rng
+    ce = jax.vmap(member_ce)(params, batch["x"], batch["y"])
+    return jnp.sum(ce), {"ce": jnp.mean(ce)}
+
+  def eval_fn(params: Any, batch: dict) -> dict:
+    return {"ce": jax.vmap(lambda p: member_ce(p, batch["x"], batch["y"]))(params)}
+
+  return core.Method(init, loss_fn, eval_fn)

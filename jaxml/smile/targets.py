@@ -17,7 +17,8 @@ from jaxml.nn.mlp import MLP
 
 __all__ = [
     "RegressionModel", "make_regression_model", "gaussian_loglik", "log_prior", "make_minibatch_logdensity",
-    "make_full_logdensity", "predict", "predictive_metrics", "LOG_SIGMA_RANGE",
+    "make_full_logdensity", "predict", "predictive_metrics", "LOG_SIGMA_RANGE", "make_classification_logdensity",
+    "classification_metrics",
 ]
 
 LOG_SIGMA_RANGE = (-12.0, 8.0)   # numerical safety only; never active at sensible parameters
@@ -122,3 +123,23 @@ def predictive_metrics(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray, *, 
     errs.append((p - cov) ** 2)
   out["cal_error"] = float(np.sqrt(np.mean(errs)))
   return out
+
+
+def make_classification_logdensity(apply_fn: Callable, *, data_size: int,
+                                   prior_scale: float = 1.0) -> Callable[[Any, dict], jax.Array]:
+  """logdensity_fn(params, {"x": [b, ...], "y": int [b]}) = log p(θ) + (N/b) Σ_B log softmax(f_θ(x))_y."""
+
+  def logdensity_fn(params: Any, minibatch: dict) -> jax.Array:
+    logp = jax.nn.log_softmax(apply_fn(params, minibatch["x"]))
+    ll = jnp.take_along_axis(logp, minibatch["y"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return log_prior(params, prior_scale) + data_size / minibatch["y"].shape[0] * jnp.sum(ll)
+
+  return logdensity_fn
+
+
+def classification_metrics(log_probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
+  """log_probs: [M, n, classes] per-sample log predictive; y: [n] int. Mixture LPPD and accuracy."""
+  log_probs = np.asarray(log_probs, np.float64)
+  mix = np.asarray(logsumexp(jnp.asarray(log_probs), axis=0)) - np.log(log_probs.shape[0])   # [n, classes]
+  y = np.asarray(y, np.int64)
+  return {"lppd": float(np.mean(mix[np.arange(len(y)), y])), "accuracy": float(np.mean(mix.argmax(-1) == y))}
