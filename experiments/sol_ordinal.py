@@ -71,27 +71,42 @@ def schedule(config, n_train: int) -> tuple[int, int, int]:
   return b, spe, epochs * spe
 
 
+class Parts:
+  """Per (method, settings, total steps) pieces, built once and reused across partitions so
+  jax's compilation cache is hit (same function objects -> no recompiles)."""
+
+  def __init__(self, learner: sol.RankLearner, config, total: int):
+    self.learner = learner
+    self.optimizer = core.make_optimizer(config.optim, total)
+    self.train_step = core.make_train_step(learner.method.loss_fn, self.optimizer, uses_extra=learner.uses_extra)
+    variant = learner.name if learner.name in sol.SOL_FAMILY else "sol"
+    self.refresh = sol.make_refresh_fn(learner.settings, variant) if learner.uses_extra else None
+    self.predictors = {k: jax.jit(f) for k, f in learner.predictors.items()}
+
+
 def fit_learner(learner: sol.RankLearner, x_train: np.ndarray, y_noisy: np.ndarray, config, *, seed: int,
                 name: str, ckpt_dir: str | None = None, writer: core.MetricWriter | None = None,
-                progress: bool = True, log_refresh: bool = False) -> tuple[core.TrainState, dict[str, float]]:
+                progress: bool = True, log_refresh: bool = False,
+                parts: Parts | None = None) -> tuple[core.TrainState, dict[str, float]]:
   """Trains one method through core.fit. SOL family: B bases + B references per step, labels in
   `state.extra`; others: 2B random rows per step. Same total steps for every method."""
   b, spe, total = schedule(config, len(x_train))
-  optimizer = core.make_optimizer(config.optim, total)
+  parts = parts or Parts(learner, config, total)
+  optimizer = parts.optimizer
   rng = jax.random.key(seed)
   hooks: list[core.Hook] = []
+  variant = learner.name if learner.name in sol.SOL_FAMILY else "sol"
   if learner.batch_kind == "pairs":
     book = LabelBook(y_noisy)
     batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(learner.settings["tau"]))
     params = learner.method.init(rng, batches(0))
-    extra = sol.init_extra(learner.settings, params, x_train, y_noisy,
-                           variant=learner.name if learner.name in sol.SOL_FAMILY else "sol")
+    extra = sol.init_extra(learner.settings, params, x_train, y_noisy, variant=variant, refresh=parts.refresh)
     state = core.create_train_state(params, optimizer, seed, extra=extra)
     if learner.refresh:
       log = (lambda s, st: print(f"[{name}] step {s} refresh: flagged {int(st['flagged'])} "
                                  f"changed {int(st['changed'])}", flush=True)) if log_refresh else None
-      hooks.append(sol.make_refresh_hook(learner.settings, x_train, spe, variant=learner.name,
-                                         on_labels=book.update, log=log))
+      hooks.append(sol.make_refresh_hook(learner.settings, x_train, spe, variant=variant,
+                                         on_labels=book.update, log=log, refresh=parts.refresh))
   else:
     plain = {"x": x_train, "y": np.asarray(y_noisy, np.int32)}
     batches = iterators.epoch_batches(plain, min(2 * b, (len(x_train) // 8) * 8), seed=seed)
@@ -103,23 +118,23 @@ def fit_learner(learner: sol.RankLearner, x_train: np.ndarray, y_noisy: np.ndarr
     if resumed:   # the sampler must see the labels the checkpoint had
       book.update(np.asarray(jax.device_get(restored.extra["labels"])))
   t0 = time.perf_counter()
-  result = core.fit(state, core.make_train_step(learner.method.loss_fn, optimizer, uses_extra=learner.uses_extra),
-                    batches, num_steps=total, log_every=int(config.log_every), writer=writer,
-                    checkpoint_manager=manager, checkpoint_every=int(config.checkpoint_every),
+  result = core.fit(state, parts.train_step, batches, num_steps=total, log_every=int(config.log_every),
+                    writer=writer, checkpoint_manager=manager, checkpoint_every=int(config.checkpoint_every),
                     hooks=hooks, name=name, progress=progress)
   wall = time.perf_counter() - t0
   return result.state, {"wall_s": wall, "steps": float(total), "steps_per_s": result.steps_per_s,
                         "epochs": total / spe}
 
 
-def predict(learner: sol.RankLearner, state: core.TrainState, x: np.ndarray, rule: str = "") -> np.ndarray:
-  fn = jax.jit(learner.predictors[rule])
+def predict(learner: sol.RankLearner, state: core.TrainState, x: np.ndarray, rule: str = "",
+            parts: Parts | None = None) -> np.ndarray:
+  fn = parts.predictors[rule] if parts is not None else jax.jit(learner.predictors[rule])
   out = [np.asarray(fn(state.params, state.extra, jnp.asarray(x[i:i + 4096]))) for i in range(0, len(x), 4096)]
   return np.concatenate(out)
 
 
 def run_one(config, workdir: str, method: str, dataset: str, partition: int, kind: str, rate: float,
-            data: dict[str, Any]) -> dict[str, Any]:
+            data: dict[str, Any], cache: dict | None = None) -> list[dict[str, Any]]:
   """Corrupt, train, evaluate one (method, dataset, partition, noise) cell; returns a row."""
   c = int(data["num_classes"])
   seed = int(config.seed) + 1000 * partition
@@ -128,11 +143,18 @@ def run_one(config, workdir: str, method: str, dataset: str, partition: int, kin
                                                     x=data["x_train"])
   settings = dict(config.sol)
   settings["num_classes"] = c
-  learner = sol.make_learner(method, settings)
+  total = schedule(config, len(y_clean))[2]
+  key = (method, dataset, c, total)
+  if cache is None or key not in cache:
+    parts = Parts(sol.make_learner(method, settings), config, total)
+    if cache is not None:
+      cache[key] = parts
+  parts = cache[key] if cache is not None else parts
+  learner = parts.learner
   tag = f"{method}_{dataset}_p{partition}_{kind}{rate:g}"
   ckpt = common.workdir_subdir(workdir, "checkpoints", tag) if config.train.checkpoints else None
   state, cost = fit_learner(learner, data["x_train"], y_noisy, config, seed=seed, name=tag, ckpt_dir=ckpt,
-                            progress=False)
+                            progress=False, parts=parts)
   y = data["y_test"]
   base = {"noise_rate": rate, "corruption": realised}
   if learner.batch_kind == "pairs" and learner.settings["relabel"]:
@@ -142,7 +164,7 @@ def run_one(config, workdir: str, method: str, dataset: str, partition: int, kin
                 label_mae_after=ranking.mae(extra["labels"], y_clean))
   rows = []
   for rule in learner.predictors:
-    pred = predict(learner, state, data["x_test"], rule)
+    pred = predict(learner, state, data["x_test"], rule, parts)
     metrics = {"mae": ranking.mae(pred, y), "zero_one": ranking.zero_one(pred, y),
                "cs1": ranking.cumulative_score(pred, y, 1.0), **base}
     rows.append(common.row(method=method + rule, dataset=f"{dataset}/{kind}:{rate:g}", split=partition,
@@ -258,7 +280,7 @@ def run(config, workdir: str) -> list[dict]:
       for p in config.noise.sweep_partitions:
         for m in config.noise.sweep_methods:
           jobs.append((m, name, int(p), config.noise.sweep_kind, float(rate)))
-  seen, loaded = set(), {}
+  seen, loaded, compiled = set(), {}, {}
   t0 = time.perf_counter()
   for i, (m, name, p, kind, rate) in enumerate(jobs):
     key = f"{m}|{name}/{kind}:{rate:g}|{p}|{int(config.seed)}"
@@ -270,7 +292,7 @@ def run(config, workdir: str) -> list[dict]:
       continue
     if (name, p) not in loaded:
       loaded = {(name, p): load_data(config, name, p)}   # keep one dataset in memory
-    new = run_one(config, workdir, m, name, p, kind, rate, loaded[(name, p)])
+    new = run_one(config, workdir, m, name, p, kind, rate, loaded[(name, p)], compiled)
     rows += new
     with open(cache_path, "a") as f:
       f.write(json.dumps({"key": key, "rows": new}) + "\n")

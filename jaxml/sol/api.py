@@ -30,7 +30,7 @@ BASELINES = baselines.BASELINES
 ALL_METHODS = SOL_FAMILY + BASELINES
 
 DEFAULTS: dict[str, Any] = dict(
-    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32,
+    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0,
     w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, start_epoch=0,
     relabel_step="constant_rate_mean", backbone="mlp", hidden=(128, 128), embed_dim=32,
     knn=50, soft_sigma=1.0, poe_kl=1e-3, poe_margin=0.5, poe_weight=0.1)
@@ -102,7 +102,7 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     ranks = extra["labels"][batch["idx"]]
     cent = out["centroids"] if learnable else jax.lax.stop_gradient(extra["centroids"])
     prof = L.expected_profile(e, cent, table)
-    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]))
+    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]))
     dist = L.gaussian_rows(ranks, c, sigma)
     probs = L.order_probs(dist[pairs.base], dist[pairs.ref], tau)
     l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base],
@@ -158,15 +158,18 @@ def make_embed_fn(config: Mapping[str, Any] | None = None, *, chunk: int = 1024)
 
 
 def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: np.ndarray,
-               labels: np.ndarray, variant: str = "sol") -> dict[str, jax.Array]:
-  """Initial `extra`: centroids from the untrained encoder (the refresh before epoch 0)."""
+               labels: np.ndarray, variant: str = "sol", *, refresh: Callable | None = None) -> dict[str, jax.Array]:
+  """Initial `extra`: centroids from the untrained encoder (the refresh before epoch 0).
+
+  `refresh` may pass a prebuilt `make_refresh_fn(config, variant)` (reuses its compilation).
+  """
   s = sol_settings(config, variant)
   labels = jnp.asarray(labels, jnp.int32)
   extra = {"centroids": jnp.zeros((int(s["num_classes"]), int(s["embed_dim"])), jnp.float32),
            "labels": labels, "flagged": jnp.zeros(labels.shape, jnp.bool_),
            "embeddings": jnp.zeros((labels.shape[0], int(s["embed_dim"])), jnp.float32),
            "epochs": jnp.zeros((), jnp.int32)}
-  refresh = make_refresh_fn(config, variant)
+  refresh = refresh or make_refresh_fn(config, variant)
   extra, _ = refresh(params, extra, jnp.asarray(x_train), jnp.asarray(False))
   return {**extra, "epochs": jnp.zeros((), jnp.int32)}
 
@@ -203,12 +206,13 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
 def make_refresh_hook(config: Mapping[str, Any] | None, x_train: np.ndarray, steps_per_epoch: int, *,
                       variant: str = "sol",
                       on_labels: Callable[[np.ndarray], None] | None = None,
-                      log: Callable[[int, dict], None] | None = None) -> core.Hook:
+                      log: Callable[[int, dict], None] | None = None,
+                      refresh: Callable | None = None) -> core.Hook:
   """core.Hook run after every epoch: refresh centroids; relabel once the 0-based index of the
   epoch just finished exceeds `start_epoch` (and `relabel` is on). `on_labels` receives the
-  new host labels (the reference sampler reads them)."""
+  new host labels (the reference sampler reads them); `refresh` reuses a prebuilt refresh fn."""
   s = sol_settings(config, variant)
-  refresh = make_refresh_fn(config, variant)
+  refresh = refresh or make_refresh_fn(config, variant)
   x_dev = jnp.asarray(x_train)
 
   def fn(step: int, state: core.TrainState) -> core.TrainState:

@@ -162,31 +162,41 @@ class Pairs(NamedTuple):
   valid: jax.Array    # [3 * per_class] float32 in {0, 1}
 
 
-def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int) -> Pairs:
-  """All unordered pairs of the M embeddings, random orientation, ≤ `per_class` per ternary
-  order class (>, <, ≈ of the noisy ranks with threshold τ), sampled uniformly.
+def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int, pool: int = 0) -> Pairs:
+  """≤ `per_class` pairs per ternary order class (>, <, ≈ of the noisy ranks with threshold τ),
+  drawn uniformly, with random orientation.
 
+  pool = 0 (exact, spec §2.5): candidates are all M(M−1)/2 unordered pairs of the M embeddings.
+  pool > 0 (cheaper): candidates are `pool` uniform random ordered pairs (i ≠ k, duplicates
+  possible), so a class with very few pairs in the batch may be missed.
   The class labels only balance the sample; the loss weights pairs by P_>, P_<, P_≈.
   Args:
     rng: key; ranks: [M] int (M static).
   """
   m = ranks.shape[0]
-  iu, ku = np.triu_indices(m, 1)
-  per_class = min(per_class, iu.size)
-  flip_rng, pick_rng = jax.random.split(rng)
-  flip = jax.random.bernoulli(flip_rng, 0.5, (iu.size,))
-  base = jnp.where(flip, ku, iu)
-  ref = jnp.where(flip, iu, ku)
+  if pool and pool < m * (m - 1) // 2:
+    first_rng, shift_rng, pick_rng = jax.random.split(rng, 3)
+    base = jax.random.randint(first_rng, (pool,), 0, m)
+    ref = (base + jax.random.randint(shift_rng, (pool,), 1, m)) % m
+    score = jax.random.uniform(pick_rng, (pool,))
+  else:
+    iu, ku = np.triu_indices(m, 1)
+    # One uniform per pair: its half decides the orientation, its rescaled value (uniform and
+    # independent of the orientation) ranks the pair inside its class.
+    u = jax.random.uniform(rng, (iu.size,))
+    flip = u < 0.5
+    score = jnp.where(flip, 2.0 * u, 2.0 * u - 1.0)
+    base = jnp.where(flip, ku, iu)
+    ref = jnp.where(flip, iu, ku)
+  n_cand = base.shape[0]
+  per_class = min(per_class, n_cand)
   diff = ranks[base] - ranks[ref]
   cls = jnp.where(diff > tau, 0, jnp.where(diff < -tau, 1, 2))
-  u = jax.random.uniform(pick_rng, (iu.size,))
-  idx, val = [], []
-  for c in range(3):   # static: three order classes
-    score, pos = jax.lax.top_k(jnp.where(cls == c, u, -1.0), per_class)
-    idx.append(pos)
-    val.append((score >= 0.0).astype(jnp.float32))
-  idx = jnp.concatenate(idx)
-  return Pairs(base[idx].astype(jnp.int32), ref[idx].astype(jnp.int32), jnp.concatenate(val))
+  masked = jnp.where(cls[None, :] == jnp.arange(3)[:, None], score[None, :], -1.0)   # [3, n_cand]
+  top, idx = jax.lax.top_k(masked, per_class)                                       # batched over classes
+  idx = idx.reshape(-1)
+  return Pairs(base[idx].astype(jnp.int32), ref[idx].astype(jnp.int32),
+               (top.reshape(-1) >= 0.0).astype(jnp.float32))
 
 
 def center_loss(embeddings: jax.Array, centroids: jax.Array, ranks: jax.Array) -> jax.Array:

@@ -136,3 +136,14 @@ def test_unknown_names_rejected(experiment):
     experiment.validate(cfgmod.get_config("smoke:datasets=nope"))
   with pytest.raises(ValueError, match="unknown noise kind"):
     experiment.validate(cfgmod.get_config("smoke:noise=weird:0.2"))
+
+
+@pytest.mark.slow
+def test_countdots_cnn_path_runs(experiment, tmp_path):
+  from configs import sol_ordinal as cfgmod
+  config = cfgmod.get_config("countdots:methods=sol+ce")
+  config.data.countdots.num_train, config.data.countdots.num_test = 64, 16
+  config.train.epochs, config.train.batch_size = 1, 16
+  rows = experiment.run(config, str(tmp_path))
+  assert {r["method"] for r in rows} == {"sol", "sol_knn", "ce"}
+  assert all(r["dataset"] == "countdots/gaussian:0.4" for r in rows)
