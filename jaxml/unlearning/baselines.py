@@ -270,12 +270,37 @@ def _l1_sparse(hp, model, params0, task, seed, cache):
   return fit, 0.0
 
 
-def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarray, fraction: float) -> Any:
+def _cached(cache: MutableMapping | None, key: Hashable, build: Callable[[], Any]) -> Any:
+  if cache is None:
+    return build()
+  if key not in cache:
+    cache[key] = build()
+  return cache[key]
+
+
+def _padded_chunks(x: np.ndarray, y: np.ndarray, chunk: int):
+  """Fixed-size row chunks (zero-padded, weight 0) so one compiled shape serves every forget set."""
+  for i in range(0, x.shape[0], chunk):
+    xb, yb = x[i:i + chunk], y[i:i + chunk]
+    pad = chunk - xb.shape[0]
+    w = np.concatenate([np.ones(xb.shape[0], np.float32), np.zeros(pad, np.float32)])
+    if pad:
+      xb = np.concatenate([xb, np.zeros((pad,) + xb.shape[1:], xb.dtype)])
+      yb = np.concatenate([yb, np.zeros(pad, yb.dtype)])
+    yield xb, yb.astype(np.int32), w, chunk - pad
+
+
+def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarray, fraction: float,
+                  chunk: int = 256, cache: MutableMapping | None = None) -> Any:
   """m = 1[|grad_theta CE(D_f)| >= its (1 - q) quantile over all weights]: the salient (largest
   magnitude) q fraction. (The SalUn repository sorts ascending before thresholding; the paper's
   definition, used here, keeps the largest gradients.)"""
   f = _apply(model)
-  grads = jax.jit(jax.grad(lambda p, x, y: _ce(f(p, x), y)))(params, jnp.asarray(x_f), jnp.asarray(y_f))
+  grad_sum = _cached(cache, ("saliency", model), lambda: jax.jit(jax.grad(
+      lambda p, x, y, w: jnp.sum(w * optax.softmax_cross_entropy_with_integer_labels(f(p, x), y)))))
+  grads = jax.tree.map(jnp.zeros_like, params)
+  for xb, yb, w, _ in _padded_chunks(x_f, y_f, chunk):
+    grads = jax.tree.map(jnp.add, grads, grad_sum(params, xb, yb, w))
   flat = jnp.concatenate([jnp.abs(g).ravel() for g in jax.tree.leaves(grads)])
   threshold = jnp.quantile(flat, 1.0 - fraction)
   return jax.tree.map(lambda g: (jnp.abs(g) >= threshold).astype(jnp.float32), grads)
@@ -284,7 +309,7 @@ def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarra
 def _salun(hp, model, params0, task, seed, cache):
   t0 = time.perf_counter()
   if task.forget_idx.size:
-    mask = saliency_mask(model, params0, *_take(task, task.forget_idx), float(hp["mask_fraction"]))
+    mask = saliency_mask(model, params0, *_take(task, task.forget_idx), float(hp["mask_fraction"]), cache=cache)
   else:
     mask = jax.tree.map(jnp.zeros_like, params0)
   jax.block_until_ready(mask)
@@ -327,16 +352,21 @@ def _scrub(hp, model, params0, task, seed, cache):
   return fit, 0.0
 
 
-def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps: float) -> np.ndarray:
+def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps: float,
+                chunk: int = 256, cache: MutableMapping | None = None) -> np.ndarray:
   """Class predicted by the original model at the FGSM neighbour x + eps sign(grad_x CE)."""
   f = _apply(model)
 
-  @jax.jit
-  def labels(xb, yb):
-    g = jax.grad(lambda xx: _ce(f(params, xx), yb))(xb)
-    return jnp.argmax(f(params, xb + eps * jnp.sign(g)), axis=-1)
+  def build():
+    def labels(p, xb, yb):
+      g = jax.grad(lambda xx: jnp.sum(optax.softmax_cross_entropy_with_integer_labels(f(p, xx), yb)))(xb)
+      return jnp.argmax(f(p, xb + eps * jnp.sign(g)), axis=-1)
+    return jax.jit(labels)
 
-  return np.asarray(labels(jnp.asarray(x), jnp.asarray(y)), np.int32)
+  labels = _cached(cache, ("fgsm", model, float(eps)), build)
+
+  out = [np.asarray(labels(params, xb, yb))[:n] for xb, yb, _, n in _padded_chunks(x, y, chunk)]
+  return np.concatenate(out).astype(np.int32) if out else np.zeros(0, np.int32)
 
 
 def _boundary_shrink(hp, model, params0, task, seed, cache):
@@ -345,7 +375,7 @@ def _boundary_shrink(hp, model, params0, task, seed, cache):
   x_f, y_f = _take(task, task.forget_idx)
   y_b = np.zeros(task.x_train.shape[0], np.int32)
   if task.forget_idx.size:
-    y_b[task.forget_idx] = fgsm_labels(model, params0, x_f, y_f, float(hp["eps"]))
+    y_b[task.forget_idx] = fgsm_labels(model, params0, x_f, y_f, float(hp["eps"]), cache=cache)
   pre = time.perf_counter() - t0
   base = _rf_batches(task, bsz, seed, retain=False)
 
@@ -472,7 +502,9 @@ def _jit(hp, model, params0, task, seed, cache):
     xi = sigma * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
     p = jax.nn.softmax(f(params, x))
     p_xi = jax.nn.softmax(f(params, (x[None] + xi).reshape((-1,) + x.shape[1:]))).reshape((kk,) + p.shape)
-    ratio = jnp.linalg.norm(p[None] - p_xi, axis=-1) / jnp.linalg.norm(xi.reshape(kk, x.shape[0], -1), axis=-1)
+    # sqrt(. + tiny): the norm's gradient is undefined at 0 (identical outputs).
+    num = jnp.sqrt(jnp.sum((p[None] - p_xi) ** 2, axis=-1) + 1e-12)
+    ratio = num / jnp.linalg.norm(xi.reshape(kk, x.shape[0], -1), axis=-1)
     lip = weighted_mean(jnp.mean(ratio, axis=0), batch["wf"])
     return lip, {"lipschitz": lip}
 
