@@ -239,14 +239,31 @@ def markdown(summary: dict[str, Any], methods: tuple[str, ...], table: bool = Tr
   return "\n".join(lines) + "\n"
 
 
+def relabel_table(rows: list[dict], setting: str) -> str:
+  """Mean over partitions of SOL's flagged-label precision/recall and label MAE before/after."""
+  lines = [f"#### SOL relabelling ({setting}; mean over partitions)", "",
+           "| dataset | corruption rate | flag precision | flag recall | train-label MAE before | after |",
+           "|---|---|---|---|---|---|"]
+  by_ds: dict[str, list[dict]] = {}
+  for r in rows:
+    if r["method"] == "sol" and r["dataset"].endswith("/" + setting):
+      by_ds.setdefault(r["dataset"].split("/")[0], []).append(r["metrics"])
+  mean = lambda ms, k: np.nanmean([np.nan if m.get(k) is None else m[k] for m in ms])
+  for ds, ms in sorted(by_ds.items()):
+    lines.append(f"| {ds} | {mean(ms, 'corruption'):.3f} | {mean(ms, 'flag_precision'):.3f} | "
+                 f"{mean(ms, 'flag_recall'):.3f} | {mean(ms, 'label_mae_before'):.3f} | {mean(ms, 'label_mae_after'):.3f} |")
+  return "\n".join(lines) + "\n"
+
+
 def plot_sweep(rows: list[dict], config, workdir: str) -> None:
   kind = config.noise.sweep_kind
   datasets = tuple(config.noise.sweep_datasets)
   if not datasets:
     return
   fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.4), squeeze=False)
+  shown = list(config.noise.sweep_methods) + [m + "_knn" for m in ("sol", "gol") if m in config.noise.sweep_methods]
   for ax, name in zip(axes[0], datasets):
-    for m in config.noise.sweep_methods:
+    for m in shown:
       pts = {}
       for r in rows:
         ds, _, setting = r["dataset"].partition("/")
@@ -256,7 +273,8 @@ def plot_sweep(rows: list[dict], config, workdir: str) -> None:
       if pts:
         xs = sorted(pts)
         ax.errorbar([100 * x for x in xs], [np.mean(pts[x]) for x in xs], yerr=[np.std(pts[x]) for x in xs],
-                    marker="o", capsize=2, label=m, lw=2.2 if m == "sol" else 1.2)
+                    marker="o", capsize=2, label=m, lw=2.2 if m.startswith("sol") else 1.2,
+                    ls="--" if m.endswith("_knn") else "-")
     ax.set_title(f"{name} ({kind} noise)")
     ax.set_xlabel("noise rate p (%)")
     ax.set_ylabel("test MAE (ranks)")
@@ -310,6 +328,7 @@ def run(config, workdir: str) -> list[dict]:
     for j, sol_name in enumerate(("sol", "sol_knn")):
       summaries.append(summarise(rows, setting, sol_name))
       text += markdown(summaries[-1], methods, table=j == 0) + "\n"
+    text += relabel_table(rows, setting) + "\n"
   with open(os.path.join(workdir, "summary.md"), "w") as f:
     f.write(text)
   common.write_json(os.path.join(workdir, "summary.json"),
