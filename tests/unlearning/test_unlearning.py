@@ -100,3 +100,29 @@ def test_mia_near_chance_for_model_trained_without_forget_set():
   eff_t = mia.svc_mia_efficacy(logits_train[retain], y[retain], logits_test, task.y_test, logits_test, task.y_test)
   assert abs(eff_f - eff_t) < 20.0, (eff_f, eff_t)
   assert eff_f > 60.0
+
+
+def test_zero_shot_never_reads_retained_inputs(trained):
+  task, params = trained
+  x = task.x_train.copy()
+  x[task.retain_idx] = np.nan          # only forget rows (and class counts) may be used
+  cfg = {"zero_shot": True, "batch_size": 16, "min_steps": 5, "hidden": (8,), "lr": 1e-2, "beta": 0.1}
+  out = api.unlearn(cfg, MODEL, params, x, task.y_train, task.retain_idx, task.forget_idx, num_classes=3,
+                    forget_classes=task.forget_classes, seed=0)
+  assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(out.params))
+  assert out.fit.num_steps == 10          # max(min_steps=5, 5 epochs * 32 forget rows / 16)
+
+
+def test_extensions_rescaled_prototypes_and_label_term(trained):
+  task, params = trained
+  stats = api.class_statistics(task.y_train, 3, (1,), 7.0)
+  np.testing.assert_allclose(stats["pi_retain"], [0.5, 0.0, 0.5])
+  p = api.init_params({"prototypes": "rescaled"}, jax.random.key(0), params, 8, stats)
+  w = np.asarray(api._prototypes(api._cfg({"prototypes": "rescaled"}), p))
+  np.testing.assert_allclose(np.linalg.norm(w, axis=-1), 7.0, rtol=1e-5)
+  loss_fn = api.make_loss_fn({"label_weight": 0.5}, MODEL)
+  z = np.asarray(model_lib.encode(MODEL, params, task.x_train[:8]))
+  batch = {"zr": z, "yr": task.y_train[:8], "zf": z, "wf": np.ones(8, np.float32), "zref": z}
+  loss, aux = loss_fn(p, batch, jax.random.key(0))
+  assert float(aux["retain_loss"]) == 0.0          # T = identity at init
+  np.testing.assert_allclose(float(loss), float(0.01 * aux["forget_loss"] + 0.5 * aux["label_ce"]), rtol=1e-5)
