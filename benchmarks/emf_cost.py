@@ -7,9 +7,13 @@ For each network family and method the full optimiser step (value_and_grad + Ada
 built with plain `jax.jit` over a pure parameter pytree and measured in the same process:
 compiled temporary / argument / output bytes (`lower().compile().memory_analysis()`), FLOPs
 (`cost_analysis()`), and the median wall time per step over `--steps` steps after 3 warm-up
-steps (`block_until_ready`). Two fairness arms: A = auxiliary passes (EMF's stopped forwards,
+steps (`block_until_ready`), with the methods taking turns so machine load hits all alike. Two fairness arms: A = auxiliary passes (EMF's stopped forwards,
 MeanFlow's JVP) on the whole batch, B = only on the interval rows (rho = 0.5). A FLOP breakdown
-of the building blocks (forward, forward+backward, JVP) explains the ratios.
+of the building blocks (forward, forward+backward, JVP) explains the ratios. `meanflow_dvjp` is
+fused MeanFlow with the JVP computed through two reverse passes (the double-backward trick used
+where forward mode is missing), to show where a JVP-free method can save.
+
+  python -m benchmarks.emf_cost --methods=fm,emf_u,meanflow,meanflow_dvjp
 """
 
 import argparse
@@ -30,17 +34,21 @@ FAMILIES = {
     "unet": (dict(kind="unet", channels=(32, 64), blocks=2, cond_dim=128), (8, 8, 1), 128),
     "setnet": (dict(kind="setnet", width=128, depth=4, cond_dim=128), (128, 3), 64),
 }
-METHODS = ("fm", "emf_u", "emf_x1", "meanflow", "meanflow_split", "shortcut", "ct")
+METHODS = ("fm", "emf_u", "emf_x1", "meanflow", "meanflow_split", "meanflow_dvjp", "shortcut", "ct")
 
 
 def _config(method, model, aux_rows):
+  # meanflow_dvjp: fused MeanFlow whose JVP goes through two reverse passes (double-backward trick).
+  jvp_impl = "double_vjp" if method == "meanflow_dvjp" else "forward"
   return ml_collections.ConfigDict({
-      "method": method, "num_classes": 0, "model": model,
-      "emf": {"delta": 0.01, "rho": 0.5, "aux_rows": aux_rows}, "meanflow": {"aux_rows": aux_rows},
+      "method": "meanflow" if method == "meanflow_dvjp" else method, "num_classes": 0, "model": model,
+      "emf": {"delta": 0.01, "rho": 0.5, "aux_rows": aux_rows},
+      "meanflow": {"aux_rows": aux_rows, "jvp_impl": jvp_impl},
       "fm": {"p": 0.0}, "shortcut": {}, "ct": {}})
 
 
-def measure(method, model, shape, batch_size, aux_rows, steps):
+def build(method, model, shape, batch_size, aux_rows):
+  """Compiles one full train step; returns (compiled step, state, batch, static cost numbers)."""
   gen = api.make_generator(_config(method, model, aux_rows))
   batch = {"x": jnp.asarray(np.random.default_rng(0).normal(size=(batch_size,) + shape), jnp.float32)}
   params = gen.method.init(jax.random.key(0), batch)
@@ -57,15 +65,24 @@ def measure(method, model, shape, batch_size, aux_rows, steps):
   for _ in range(3):
     state, _ = compiled(state, batch)
   jax.block_until_ready(state)
-  times = []
-  for _ in range(steps):
-    t = time.perf_counter()
-    state, _ = compiled(state, batch)
-    jax.block_until_ready(state)
-    times.append(time.perf_counter() - t)
-  return {"temp": mem.temp_size_in_bytes, "arg": mem.argument_size_in_bytes, "out": mem.output_size_in_bytes,
-          "alias": mem.alias_size_in_bytes, "flops": float(cost.get("flops", float("nan"))),
-          "step_ms": 1e3 * statistics.median(times), "compile_s": compile_s}
+  return compiled, state, batch, {
+      "temp": mem.temp_size_in_bytes, "arg": mem.argument_size_in_bytes, "out": mem.output_size_in_bytes,
+      "alias": mem.alias_size_in_bytes, "flops": float(cost.get("flops", float("nan"))), "compile_s": compile_s}
+
+
+def time_interleaved(built, steps):
+  """Median ms/step per method; methods take turns (2 steps each per round) so that load changes on a
+  shared machine hit every method alike."""
+  times = {m: [] for m in built}
+  states = {m: b[1] for m, b in built.items()}
+  for _ in range(max(steps // 2, 1)):
+    for m, (compiled, _, batch, _) in built.items():
+      t = time.perf_counter()
+      for _ in range(2):
+        states[m], _ = compiled(states[m], batch)
+      jax.block_until_ready(states[m])
+      times[m].append((time.perf_counter() - t) / 2)
+  return {m: 1e3 * statistics.median(v) for m, v in times.items()}
 
 
 def building_blocks(model, shape, batch_size):
@@ -101,11 +118,14 @@ def main():
     print("  " + ", ".join(f"{k} {v / bb['forward']:.2f}" for k, v in bb.items()))
     for arm in args.arms.split(","):
       aux_rows = "all" if arm == "A" else "interval"
-      res = {}
+      built = {}
       for m in args.methods.split(","):
-        if arm == "A" and m in ("shortcut", "ct", "fm") and "B" in args.arms and m != "fm":
+        if arm == "A" and m in ("shortcut", "ct") and "B" in args.arms:
           continue  # these have no interval rows; measured once in arm B
-        res[m] = measure(m, model, shape, bsz, aux_rows, args.steps)
+        built[m] = build(m, model, shape, bsz, aux_rows)
+      ms = time_interleaved(built, args.steps)
+      res = {m: {**b[3], "step_ms": ms[m]} for m, b in built.items()}
+      del built
       base = res["fm"]
       print(f"\n### arm {arm} (auxiliary passes on {'the full batch' if arm == 'A' else 'interval rows only'})")
       print("| method | temp MiB | temp/FM | FLOPs/FM | ms/step | time/FM | compile s |")
@@ -114,7 +134,7 @@ def main():
         print(f"| {m} | {v['temp'] / 2**20:.2f} | {v['temp'] / base['temp']:.2f} | {v['flops'] / base['flops']:.2f} | "
               f"{v['step_ms']:.2f} | {v['step_ms'] / base['step_ms']:.2f} | {v['compile_s']:.1f} |")
       for emf in ("emf_u", "emf_x1"):
-        for mf in ("meanflow", "meanflow_split"):
+        for mf in ("meanflow", "meanflow_split", "meanflow_dvjp"):
           if emf in res and mf in res:
             e, f = res[emf], res[mf]
             print(f"RATIO {fam} arm {arm} {emf}/{mf}: time {e['step_ms'] / f['step_ms']:.2f}, "

@@ -76,7 +76,8 @@ def make_generator(config: Any) -> Generator:
   elif name in ("meanflow", "meanflow_split"):
     mf = _section(config, "meanflow")
     cfg = emf_config_from(config, param="u", **{k: v for k, v in mf.items() if k in EMFConfig._fields})
-    loss_fn = baselines.make_meanflow_loss(apply_fn, cfg, impl="fused" if name == "meanflow" else "split")
+    loss_fn = baselines.make_meanflow_loss(apply_fn, cfg, impl="fused" if name == "meanflow" else "split",
+                                           jvp_impl=str(mf.get("jvp_impl", "forward")))
     sample_fn = lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, "u")
   elif name == "shortcut":
     scfg = baselines.ShortcutConfig(**{k: v for k, v in _section(config, "shortcut").items()

@@ -23,7 +23,7 @@ from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, guided_anchor,
 from jaxml.emf.model import ApplyFn
 from jaxml.emf.sample import consistency_fn
 
-__all__ = ["make_fm_loss", "make_meanflow_loss", "ShortcutConfig", "make_shortcut_loss", "CTConfig",
+__all__ = ["make_fm_loss", "make_meanflow_loss", "jvp_double_vjp", "ShortcutConfig", "make_shortcut_loss", "CTConfig",
            "make_ct_loss", "ct_grid_size"]
 
 LossFn = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
@@ -57,11 +57,26 @@ def make_fm_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> LossFn:
   return loss_fn
 
 
-def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused") -> LossFn:
+def jvp_double_vjp(fn: Callable, primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+  """JVP computed as the transpose of the VJP (the "double-backward trick" of frameworks whose
+  forward mode is missing for some ops, e.g. `torch.autograd.functional.jvp`). Same values as
+  `jax.jvp`; used by the cost benchmark to show what that route costs."""
+  y, vjp_fn = jax.vjp(fn, *primals)
+  _, transpose = jax.vjp(vjp_fn, jnp.zeros_like(y))
+  (jt,) = transpose(tuple(tangents))
+  return y, jt
+
+
+def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused",
+                       jvp_impl: str = "forward") -> LossFn:
   """MeanFlow with `jax.jvp` (u-prediction). `cfg.aux_rows='all'` takes the JVP on the full batch
-  (official JAX code); 'interval' only on the interval rows (plain forward on the rest)."""
+  (official JAX code); 'interval' only on the interval rows (plain forward on the rest).
+  `jvp_impl='double_vjp'` computes the same JVP through two reverse passes (benchmark only)."""
   if impl not in ("fused", "split"):
     raise ValueError(f"unknown MeanFlow impl {impl!r}; expected fused or split")
+  if jvp_impl not in ("forward", "double_vjp"):
+    raise ValueError(f"unknown jvp_impl {jvp_impl!r}; expected forward or double_vjp")
+  jvp = jax.jvp if jvp_impl == "forward" else jvp_double_vjp
   if cfg.param != "u":
     raise ValueError("the MeanFlow baseline is u-prediction only")
 
@@ -83,7 +98,7 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
     tangents = (anchor[:m], jnp.ones((m,), x1.dtype), jnp.zeros((m,), x1.dtype))
     if impl == "fused":
       fn = lambda xx, tt, rr: apply_fn(params, xx, tt, rr, sl(labels, 0, m))
-      out_m, du = jax.jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
+      out_m, du = jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
       if m < bsz:
         out = jnp.concatenate([out_m, apply_fn(params, xt[m:], t[m:], r[m:], sl(labels, m, bsz))], axis=0)
       else:
@@ -91,7 +106,7 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
     else:
       out = apply_fn(params, xt, t, r, labels)
       fn = lambda xx, tt, rr: apply_fn(params_sg, xx, tt, rr, sl(labels, 0, m))
-      _, du = jax.jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
+      _, du = jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
     corr = _bcast(r[:m] - t[:m], du) * du
     target = anchor + jnp.concatenate([corr, jnp.zeros_like(anchor[m:])], axis=0) if m < bsz else anchor + corr
     err = per_row_sq(out - jax.lax.stop_gradient(target))

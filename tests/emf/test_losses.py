@@ -133,6 +133,10 @@ def test_meanflow_fused_and_split_agree():
     (l2, _), g2 = split(params, {"x": x}, jax.random.key(3))
     np.testing.assert_allclose(l1, l2, rtol=1e-5)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g1, g2)
+  dvjp = jax.value_and_grad(baselines.make_meanflow_loss(apply_fn, cfg, jvp_impl="double_vjp"), has_aux=True)
+  (l3, _), g3 = dvjp(params, {"x": x}, jax.random.key(3))
+  np.testing.assert_allclose(l1, l3, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), g1, g3)
 
 
 def test_time_pairs():
@@ -145,3 +149,25 @@ def test_time_pairs():
   assert 0.01 < corner < 0.03  # uniform pairs: P = 2 * 0.1 * 0.1 = 0.02
   t2, r2 = sample_time_pairs(jax.random.key(0), 4096, cfg._replace(time_law="logit_normal", ln_mu=-0.4))
   assert np.all(np.asarray(t2) <= np.asarray(r2))
+
+
+def test_guided_anchor_mixes_fields_only_on_kept_rows():
+  from jaxml.emf.losses import guided_anchor
+
+  def apply_fn(params, x, t, r, label):  # "field" = label value, so the mixture is checkable by hand
+    return jnp.broadcast_to(label[:, None].astype(x.dtype), x.shape)
+
+  cfg = EMFConfig(num_classes=3, guidance_w=2.0, guidance_k=0.5)
+  x = jnp.zeros((4, 2))
+  anchor = jnp.ones((4, 2))
+  labels = jnp.array([0, 1, 2, 3])  # 3 = null
+  dropped = jnp.array([False, False, True, True])
+  out = guided_anchor(apply_fn, None, x, jnp.zeros(4), anchor, labels, dropped, cfg)
+  # kept rows: w * 1 + (1 - w - k) * 3 + k * label
+  np.testing.assert_allclose(out[:, 0], [2 - 1.5 * 3 + 0.0, 2 - 4.5 + 0.5, 1.0, 1.0])
+  cond = make_emf_loss(make_apply_fn(FlowNet(kind="mlp", width=8, depth=1, cond_dim=8, num_classes=3)),
+                       cfg._replace(param="x1"))
+  net = FlowNet(kind="mlp", width=8, depth=1, cond_dim=8, num_classes=3)
+  params = net.init(jax.random.key(0), x, jnp.zeros(4), jnp.zeros(4), labels)["params"]
+  loss, _ = cond(params, {"x": x + 1.0, "y": jnp.array([0, 1, 2, 0])}, jax.random.key(1))
+  assert np.isfinite(float(loss))
