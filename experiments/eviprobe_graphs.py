@@ -308,6 +308,32 @@ def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str
       lines.append(f"- `{c}`: best baseline by OOD AUROC = `{best}` ({100 * means[best]:.1f}); ours "
                    f"{100 * np.mean(ours):.1f}; relative gain {100 * rel:+.1f}%; sign test over splits "
                    f"{w} wins / {l_} losses, p = {p:.3g}{mis_txt}")
+  # calibration and accuracy (ID test nodes), averaged over datasets and splits per setting
+  lines.append("\n### Accuracy / ECE (10 bins) / Brier on ID test nodes, mean over datasets x splits\n")
+  cal_settings = [st for st in settings if not st.endswith("_isolated")]
+  lines.append("| method | " + " | ".join(cal_settings) + " |")
+  lines.append("|---|" + "---|" * len(cal_settings))
+  for m in methods:
+    vals = []
+    for st in cal_settings:
+      rs = [r["metrics"] for r in rows if r["method"] == m and r["dataset"].endswith(":" + st)]
+      if not rs or rs[0].get("acc") is None:
+        vals.append("–")
+        continue
+      vals.append(" / ".join(f"{np.mean([x[k] for x in rs]):.3f}" for k in ("acc", "ece", "brier")))
+    if any(v != "–" for v in vals):
+      lines.append(f"| {m} | " + " | ".join(vals) + " |")
+  # cost: warm wall seconds (fit once on the clean graph, score once per graph); trained methods add train_s
+  lines.append("\n### Cost per method (median over runs; warm jitted calls, seconds)\n")
+  lines.append("| method | fit_s | score_s | train_s |")
+  lines.append("|---|---|---|---|")
+  for m in [OURS, *baselines]:
+    cs = [r["cost"] for r in rows if r["method"] == m and not r["dataset"].endswith("_isolated")]
+    if not cs:
+      continue
+    med = lambda k: (f"{np.median([c[k] for c in cs if c.get(k) is not None]):.4f}"  # noqa: E731
+                     if any(c.get(k) is not None for c in cs) else "–")
+    lines.append(f"| {m} | {med('fit_s')} | {med('score_s')} | {med('train_s')} |")
   p_all = binomtest(pooled_w, pooled_w + pooled_l).pvalue if pooled_w + pooled_l else float("nan")
   wins_cells = sum(g >= 0 for _, g in gains)
   lines.append(f"\n**Pooled paired sign test (ours vs the per-cell best baseline, all cells x splits):** "

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxml import core
-from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis
+from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis_whitened
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import propagate, row_norm_weights
 from jaxml.nn.mlp import MLP
@@ -75,7 +75,7 @@ def gnnsafe(logits: jax.Array, edges: jax.Array, *, steps: int = 2, alpha: float
 
 def mahalanobis(probe: LatentProbe, latent: jax.Array, logits: jax.Array) -> dict:
   """min_c m_ic (Lee et al. 2018) with a fitted tied-covariance probe."""
-  m = sq_mahalanobis(latent, probe.mu, probe.chol).min(-1)
+  m = sq_mahalanobis_whitened(latent, probe.mu, probe.whiten).min(-1)
   return {"ood": m, "misc": m, "probs": jax.nn.softmax(logits, -1)}
 
 

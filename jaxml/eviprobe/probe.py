@@ -24,7 +24,7 @@ from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import gcn_norm_weights, propagate, row_norm_weights
 
 __all__ = ["ProbeConfig", "LatentProbe", "ProbeState", "oas_shrink", "class_means", "tied_scatter",
-           "fit_latent_probe", "sq_mahalanobis", "latent_log_typicality", "fit_temperature",
+           "fit_latent_probe", "sq_mahalanobis", "sq_mahalanobis_whitened", "latent_log_typicality", "fit_temperature",
            "fit_probe", "propagate_scalar", "output_typicality", "evidence", "score", "LOG_CLAMP"]
 
 LOG_CLAMP = 30.0
@@ -70,7 +70,8 @@ class LatentProbe(NamedTuple):
   """Fitted class-conditional Gaussian probe of one latent space."""
 
   mu: jax.Array          # [K, d] class means
-  chol: jax.Array        # [d, d] lower Cholesky factor of the shrunk tied covariance
+  chol: jax.Array        # [d, d] lower Cholesky factor L of the shrunk tied covariance
+  whiten: jax.Array      # [d, d] L⁻¹ (scoring multiplies by it: triangular solves are slow on CPU)
   scale: jax.Array       # [K] s_c = d / mean validation m_ic
   val_m: jax.Array       # [n_val, K] m of validation nodes (conformal reference)
   val_onehot: jax.Array  # [n_val, K] their labels
@@ -120,10 +121,18 @@ def _safe_cholesky(cov: jax.Array) -> jax.Array:
 
 
 def sq_mahalanobis(x: jax.Array, mu: jax.Array, chol: jax.Array) -> jax.Array:
-  """m_ic = ‖L⁻¹(x_i − μ_c)‖² for x [N, d], mu [K, d] -> [N, K]."""
-  wx = jax.scipy.linalg.solve_triangular(chol, x.T, lower=True).T
-  wm = jax.scipy.linalg.solve_triangular(chol, mu.T, lower=True).T
+  """m_ic = ‖L⁻¹(x_i − μ_c)‖² for x [N, d], mu [K, d] -> [N, K] (L lower Cholesky factor)."""
+  return sq_mahalanobis_whitened(x, mu, _inverse_lower(chol))
+
+
+def sq_mahalanobis_whitened(x: jax.Array, mu: jax.Array, whiten: jax.Array) -> jax.Array:
+  """m_ic = ‖W(x_i − μ_c)‖² with W = L⁻¹ precomputed -> [N, K]."""
+  wx, wm = x @ whiten.T, mu @ whiten.T
   return jnp.sum((wx[:, None, :] - wm[None, :, :]) ** 2, -1)
+
+
+def _inverse_lower(chol: jax.Array) -> jax.Array:
+  return jax.scipy.linalg.solve_triangular(chol, jnp.eye(chol.shape[0], dtype=chol.dtype), lower=True)
 
 
 def fit_latent_probe(x: jax.Array, labels: jax.Array, train_idx: jax.Array, val_idx: jax.Array,
@@ -135,20 +144,21 @@ def fit_latent_probe(x: jax.Array, labels: jax.Array, train_idx: jax.Array, val_
   mu = class_means(x[train_idx], oh_tr)
   cov, rho = oas_shrink(tied_scatter(x[train_idx], oh_tr, mu), train_idx.shape[0])
   chol = _safe_cholesky(cov)
-  m_tr = sq_mahalanobis(x[train_idx], mu, chol)
-  m_va = sq_mahalanobis(x[val_idx], mu, chol)
+  whiten = _inverse_lower(chol)
+  m_tr = sq_mahalanobis_whitened(x[train_idx], mu, whiten)
+  m_va = sq_mahalanobis_whitened(x[val_idx], mu, whiten)
   n_va = oh_va.sum(0)
   mean_va = (oh_va * m_va).sum(0) / jnp.maximum(n_va, 1.0)
   mean_tr = (oh_tr * m_tr).sum(0) / jnp.maximum(oh_tr.sum(0), 1.0)
   mean_m = jnp.where(n_va > 0, mean_va, mean_tr)
   scale = d / jnp.maximum(mean_m, 1e-12)
-  return LatentProbe(mu, chol, scale, m_va, oh_va, rho)
+  return LatentProbe(mu, chol, whiten, scale, m_va, oh_va, rho)
 
 
 def latent_log_typicality(probe: LatentProbe, x: jax.Array, kind: str = "rbf") -> jax.Array:
   """log π_ic for latent x [N, d] -> [N, K] (NaN replaced by log 0 = −inf, clamped later)."""
   d = x.shape[1]
-  m = sq_mahalanobis(x, probe.mu, probe.chol)
+  m = sq_mahalanobis_whitened(x, probe.mu, probe.whiten)
   sm = probe.scale[None, :] * m
   if kind == "rbf":
     log_pi = -sm / (2.0 * d)
@@ -160,8 +170,8 @@ def latent_log_typicality(probe: LatentProbe, x: jax.Array, kind: str = "rbf") -
     log_pi = jnp.log((1.0 + ge.sum(1)) / (1.0 + probe.val_onehot.sum(0))[None, :])
   elif kind == "cosine":
     centre = probe.mu.mean(0)
-    wx = jax.scipy.linalg.solve_triangular(probe.chol, (x - centre).T, lower=True).T
-    wm = jax.scipy.linalg.solve_triangular(probe.chol, (probe.mu - centre).T, lower=True).T
+    wx = (x - centre) @ probe.whiten.T
+    wm = (probe.mu - centre) @ probe.whiten.T
     cos = (wx @ wm.T) / (jnp.linalg.norm(wx, axis=-1, keepdims=True) * jnp.linalg.norm(wm, axis=-1)[None, :] + 1e-12)
     log_pi = jnp.log(jnp.maximum((1.0 + cos) / 2.0, 0.0))
   else:
