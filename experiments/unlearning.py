@@ -8,13 +8,11 @@ Retrain (RTE), KL / JS to Retrain, a linear probe of forget labels and CKA to th
 features. Every model (original, Retrain, baselines, the transform) trains through core.fit.
 """
 
-import json
 import os
 import time
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import matplotlib
 import numpy as np
 

@@ -6,7 +6,7 @@ import pytest
 
 from jaxml import core
 from jaxml.metrics import mia
-from jaxml.unlearning import api, baselines, evaluate
+from jaxml.unlearning import api, baselines
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning import training
 from tests.unlearning.helpers import gaussian_task
