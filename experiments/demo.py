@@ -16,7 +16,7 @@ flags.DEFINE_string("workdir", "runs/demo", "Root folder; each experiment writes
 flags.DEFINE_list("only", None, "Run only these experiments.")
 
 # Each method's smoke preset is registered here as it lands.
-DEMOS = ("mlp_digits",)
+DEMOS = ("mlp_digits", "smile_uci", "emf_generate", "sol_ordinal", "unlearning", "eviprobe_graphs", "causal_reward")
 
 
 def main(argv):
