@@ -16,7 +16,7 @@ from configs import common
 PRESETS = ("smoke", "small", "paper")
 
 MAIN_METHODS = ("vanilla", "crm_u", "crm_n", "odin", "covariate", "vib", "rrm", "oracle")
-ABLATIONS = ("crm_n_grl_only", "crm_u_eqlr", "crm_u_noadv", "crm_u_norec", "crm_u_noorth", "crm_u_const",
+ABLATIONS = ("crm_n_noln", "crm_u_noln", "crm_n_grl_only", "crm_u_eqlr", "crm_u_noadv", "crm_u_norec", "crm_u_noorth", "crm_u_const",
              "crm_u_lam3", "crm_u_regress", "crm_u_dc4", "odin_ls", "vib_1e-3", "vib_1e-1")
 
 

@@ -34,6 +34,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "vib": ("vib", {}),
     "rrm": ("rrm", {}),
     "crm_n_grl_only": ("crm_n", {"dec": 0.0}),
+    "crm_n_noln": ("crm_n", {"use_layer_norm": False}),
+    "crm_u_noln": ("crm_u", {"use_layer_norm": False}),
     "crm_u_eqlr": ("crm_u", {"adv_lr": 1e-3}),
     "crm_u_noadv": ("crm_u", {"adv_weight": 0.0}),
     "crm_u_norec": ("crm_u", {"rec": 0.0}),
