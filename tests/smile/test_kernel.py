@@ -143,9 +143,9 @@ def test_peg_counter():
                         batch_size=b, num_warmup=4, num_samples=2, thin=2)
   assert r.peg_per_chain == b * 8 + b
   full = lambda p: logd(p, data) * 1.0
-  r = chains.run_mclmc(full, pos, jax.random.key(0), data_size=n, num_tune=20, num_samples=2, thin=3)
-  n_tune = 20 * 0.8 + 20 * 0.1 + 20 * 0.1
-  assert r.peg_per_chain == 2 * n * (int(n_tune) + 6) + n
+  r = chains.run_mclmc(full, pos, jax.random.key(0), data_size=n, num_tune=10, num_samples=2, thin=3)
+  n_tune = round(10 * 0.8) + round(10 * 0.1)   # phase 3 needs >= 2 steps, so it is skipped here
+  assert r.peg_per_chain == 2 * n * (n_tune + 6) + n
 
 
 def test_single_compile_under_vmap():
