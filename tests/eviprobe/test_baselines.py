@@ -110,10 +110,11 @@ def test_stacked_ensemble_gradient_equals_members_alone():
   single = bb.make_backbone_method(model)
   params = stacked.init(jax.random.key(0), batch)
   rng_step = jax.random.key(7)
-  grads = jax.grad(lambda p: stacked.loss_fn(p, batch, rng_step)[0])(params)
+  grads = jax.jit(jax.grad(lambda p: stacked.loss_fn(p, batch, rng_step)[0]))(params)
   keys = jax.random.split(rng_step, 3)
+  single_grad = jax.jit(jax.grad(lambda p, k: single.loss_fn(p, batch, k)[0]))
   for i in range(3):
-    g_i = jax.grad(lambda p: single.loss_fn(p, batch, keys[i])[0])(bb.member(params, i))
+    g_i = single_grad(bb.member(params, i), keys[i])
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), bb.member(grads, i), g_i)
   val = stacked.eval_fn(params, batch)["val_ce"]
   assert val.shape == (3,)
