@@ -2,7 +2,7 @@
 
 from jaxml.core.checkpoint import latest_step, make_manager, restore, restore_or_init, save
 from jaxml.core.distributed import is_main_process, maybe_initialize, per_process_batch_size
-from jaxml.core.loop import FitResult, Hook, NonFiniteLossError, evaluate, fit, param_count
+from jaxml.core.loop import FitResult, Hook, NonFiniteLossError, StopTraining, evaluate, fit, param_count
 from jaxml.core.metrics import MetricWriter, mean_metrics, to_python
 from jaxml.core.optim import freeze, label_by_path, make_optimizer, make_schedule, multi_group
 from jaxml.core.rng import named_split, numpy_rng, process_seed, root_key
@@ -14,7 +14,7 @@ from jaxml.core.types import Batch, EvalFn, LossFn, Method, Metrics, Params, PRN
 
 __all__ = [
     "Batch", "DATA", "EvalFn", "FitResult", "Hook", "LossFn", "MODEL", "Method", "MetricWriter", "Metrics",
-    "NonFiniteLossError", "PRNGKey", "Params", "TrainState", "batch_sharding", "compile_train_step",
+    "NonFiniteLossError", "PRNGKey", "Params", "StopTraining", "TrainState", "batch_sharding", "compile_train_step",
     "create_train_state", "evaluate", "fit", "freeze", "is_main_process", "label_by_path", "latest_step",
     "make_eval_step", "make_manager", "make_mesh", "make_optimizer", "make_schedule", "make_train_step",
     "maybe_initialize", "mean_metrics", "multi_group", "named_split", "numpy_rng", "param_count",

@@ -23,17 +23,22 @@ from jaxml.core.metrics import MetricWriter, mean_metrics
 from jaxml.core.train_state import TrainState
 from jaxml.core.types import Batch, Metrics
 
-__all__ = ["Hook", "FitResult", "NonFiniteLossError", "fit", "evaluate", "param_count"]
+__all__ = ["Hook", "FitResult", "NonFiniteLossError", "StopTraining", "fit", "evaluate", "param_count"]
 
 
 class NonFiniteLossError(FloatingPointError):
   """Raised when the loss or parameters stop being finite; the last good checkpoint is kept."""
 
 
+class StopTraining(Exception):
+  """Raised by a hook to end training early (e.g. early stopping); fit() checkpoints and returns."""
+
+
 class Hook(NamedTuple):
   """Calls `fn(step, state)` on the host after every `every` steps (step counts from 1).
 
-  `fn` may return a new state (e.g. refreshed SOL centroids in `state.extra`) or None.
+  `fn` may return a new state (e.g. refreshed SOL centroids in `state.extra`) or None,
+  or raise `StopTraining` to end the run after this step.
   """
 
   every: int
@@ -169,11 +174,24 @@ def fit(state: TrainState,
 
     # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
     # centroids refreshed every epoch) is what gets saved and resume stays exact.
+    stop = False
     for hook in hooks:
       if done % hook.every == 0:
-        new_state = hook.fn(done, state)
+        try:
+          new_state = hook.fn(done, state)
+        except StopTraining:
+          stop = True
+          break
         if new_state is not None:
           state = shd.replicate(new_state, mesh, shardings)
+    if stop:
+      if main and progress:
+        print(f"[{name}] stopped early by a hook at step {done}", flush=True)
+      if history:
+        train_metrics = mean_metrics(history)
+      if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
+        ckpt.save(checkpoint_manager, done, state)
+      break
 
     if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
       if not bool(jax.device_get(_tree_finite(state.params))):

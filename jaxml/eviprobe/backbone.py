@@ -122,10 +122,6 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
   return core.Method(init, loss_fn, eval_fn)
 
 
-class _EarlyStop(Exception):
-  pass
-
-
 def member(params: Any, index: int) -> Any:
   """Parameters of one member of a stacked ensemble."""
   return jax.tree.map(lambda x: x[index], params)
@@ -189,15 +185,12 @@ def train_backbone(model: nn.Module, batch: Mapping[str, np.ndarray], *, seed: i
       best["epoch"] = np.where(better, step, best["epoch"])
     best["stopped"] |= (step - best["epoch"]) >= patience
     if best["stopped"].all():
-      raise _EarlyStop()
+      raise core.StopTraining()
     return None
 
-  try:
-    core.fit(state, train_step, lambda _step: batch, num_steps=max_epochs, shard_batch_rows=False,
-             log_every=log_every, writer=writer, hooks=[core.Hook(eval_every, early_stop)], name=name,
-             progress=progress)
-  except _EarlyStop:
-    pass
+  core.fit(state, train_step, lambda _step: batch, num_steps=max_epochs, shard_batch_rows=False,
+           log_every=log_every, writer=writer, hooks=[core.Hook(eval_every, early_stop)], name=name,
+           progress=progress)
   manager = core.make_manager(ckpt_dir)
   core.save(manager, int(best["epoch"].max()), {"params": best["params"]})
   params = jax.tree.map(jnp.asarray, best["params"])

@@ -100,3 +100,18 @@ def test_fit_leaves_the_callers_arrays_alive():
   core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
            num_steps=3, log_every=3, progress=False)
   assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(params))
+
+
+def test_hook_can_stop_training_early(tmp_path):
+  state, optimizer, data = helpers.fresh_state()
+
+  def stop_at_seven(step, state):
+    if step == 7:
+      raise core.StopTraining()
+
+  manager = core.make_manager(str(tmp_path / "stop"))
+  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+                    num_steps=50, log_every=5, hooks=[core.Hook(1, stop_at_seven)], checkpoint_manager=manager,
+                    checkpoint_every=5, progress=False)
+  assert int(result.state.step) == 7 and core.latest_step(manager) == 7
+  assert np.isfinite(result.train_metrics["loss"])
