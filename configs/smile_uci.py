@@ -62,6 +62,7 @@ def get_config(arg=None):
   s.num_samples = {"smoke": 10, "A": 100, "B": 100, "paper": 1}[preset]      # kept per chain
   s.smile_step_size = (1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4)   # ε₀ grid, picked by valid LPPD
   s.L = 0.0                             # 0: no partial refresh
+  s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   s.p_reset = 0.98
   s.alpha = 0.1
   s.delta = 0.02

@@ -143,7 +143,8 @@ def make_sg_kernel(group: str, logd, config, total_steps: int) -> chains.ChainKe
   default = step_grid(config, group)[0]
   if group == "smile_family":
     sampler = kernel.smile_family(logd, step_size=default, L=math.inf if not s.L else float(s.L),
-                                  p_reset=s.p_reset, alpha=s.alpha, delta=s.delta, beta=s.beta)
+                                  same_batch_energy=bool(s.same_batch_energy), p_reset=s.p_reset, alpha=s.alpha,
+                                  delta=s.delta, beta=s.beta)
     return chains.smile_chain_kernel(sampler)
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
