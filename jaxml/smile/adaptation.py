@@ -19,8 +19,12 @@ c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
 
 from typing import Any, Callable, NamedTuple
 
+import blackjax
 import jax
 import jax.numpy as jnp
+from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
+from blackjax.mcmc import integrators, mclmc
+from jax.flatten_util import ravel_pytree
 from jax.scipy.special import ndtri
 
 __all__ = [
@@ -149,11 +153,6 @@ def mile_warmup(logdensity_fn: Callable[[Any], jax.Array], position: Any, rng: j
   num_tuning_steps). MILE decays its energy-variance target 0.5 → 0.1; blackjax takes one
   constant, so `desired_energy_var` (0.1 by default) is used throughout.
   """
-  import blackjax
-  from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
-  from blackjax.mcmc import integrators, mclmc
-  from jax.flatten_util import ravel_pytree
-
   init_rng, tune_rng = jax.random.split(rng)
   dim = ravel_pytree(position)[0].shape[0]
   state = mclmc.init(position, logdensity_fn, init_rng)

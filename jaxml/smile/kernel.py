@@ -17,7 +17,8 @@ One step (one chain) on the minibatch log posterior log p̂_B(θ) = log p(θ) + 
 6. (pSMILE) the preconditioner statistics absorb the new raw gradient.
 
 Variants: SMILE-naive = `smile(tuned=False)`, SMILE = `smile()`, pSMILE-naive =
-`psmile(tuned=False)`, pSMILE = `psmile()`.
+`psmile(tuned=False)`, pSMILE = `psmile()`; `smile_family()` compiles all four at once and reads
+the variant per chain from `state.variant` (used to vmap variants and ε₀ grids as chains).
 """
 
 import math
