@@ -24,7 +24,7 @@ def get_config(arg=None):
   config = common.base_config()
   config.preset = preset
   smoke, paper = preset == "smoke", preset == "paper"
-  default_sets = {"smoke": "checkerboard+digits",
+  default_sets = {"smoke": "digits",
                   "small": "checkerboard+8gaussians+moons+mnist1d+digits",
                   "paper": "+".join(DATASETS)}[preset]
   config.datasets = tuple((arg.datasets or default_sets).split("+"))
