@@ -248,7 +248,9 @@ def relabel_table(rows: list[dict], setting: str) -> str:
   for r in rows:
     if r["method"] == "sol" and r["dataset"].endswith("/" + setting):
       by_ds.setdefault(r["dataset"].split("/")[0], []).append(r["metrics"])
-  mean = lambda ms, k: np.nanmean([np.nan if m.get(k) is None else m[k] for m in ms])
+  def mean(ms, k):
+    vals = np.array([np.nan if m.get(k) is None else m[k] for m in ms], np.float64)
+    return float(np.mean(vals[np.isfinite(vals)])) if np.isfinite(vals).any() else float("nan")
   for ds, ms in sorted(by_ds.items()):
     lines.append(f"| {ds} | {mean(ms, 'corruption'):.3f} | {mean(ms, 'flag_precision'):.3f} | "
                  f"{mean(ms, 'flag_recall'):.3f} | {mean(ms, 'label_mae_before'):.3f} | {mean(ms, 'label_mae_after'):.3f} |")
