@@ -9,7 +9,8 @@
 Presets: smoke (< 1 min, every method at toy size); small (primary 10-bin grid: 5 datasets,
 5 partitions, 40 % Gaussian noise, plus a Gaussian noise-rate sweep for the MAE plot);
 full (all ordinal sets, 20 partitions, all five noise models; hours on CPU, meant for a
-bigger machine); countdots (offline CountDots images with the small CNN).
+bigger machine); countdots (offline CountDots images with the small CNN; full size is slow on CPU).
+The small preset took 17 min wall / 6 min CPU on 2 shared cores; results in docs/results/sol.md.
 Inferred settings (spec §9): Adam 1e-3 cosine, τ = 1, 32-d embedding, baselines get the same
 number of embeddings per step (2B rows) and the same number of steps as SOL (B bases + B refs).
 """
