@@ -72,6 +72,15 @@ def _tree_finite(tree: Any) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
 
 
+def _save_if_finite(manager: ocp.CheckpointManager, step: int, state: TrainState, name: str) -> None:
+  """Saves only finite parameters, so the latest checkpoint is always a good one."""
+  if not bool(jax.device_get(_tree_finite(state.params))):
+    raise NonFiniteLossError(
+        f"[{name}] parameters are non-finite at step {step}; not saved. The last good checkpoint "
+        f"(step {ckpt.latest_step(manager)}) is kept.")
+  ckpt.save(manager, step, state)
+
+
 def evaluate(eval_step: Callable[[TrainState, Batch], Metrics], state: TrainState,
              eval_batches: Iterable[Batch], mesh: Mesh) -> dict[str, float]:
   """Mean of each metric over the batches (batches replicated; each batch counts once)."""
@@ -136,7 +145,7 @@ def fit(state: TrainState,
   history: list[Metrics] = []
   train_metrics: dict[str, float] = {}
   eval_metrics: dict[str, float] = {}
-  t0, t_window, steps_done = time.perf_counter(), time.perf_counter(), 0
+  t0, steps_done = time.perf_counter(), 0
   for step in range(start, num_steps):
     batch = shd.shard_batch(get_batch(step), mesh, shard=shard_batch_rows)
     if transfer_guard:
@@ -165,7 +174,6 @@ def fit(state: TrainState,
         eta = (num_steps - done) / rate if rate > 0 else float("inf")
         print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
               f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
-      t_window = now
 
     if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
       eval_metrics = evaluate(eval_fn, state, eval_batches(), mesh)
@@ -190,16 +198,11 @@ def fit(state: TrainState,
       if history:
         train_metrics = mean_metrics(history)
       if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
-        ckpt.save(checkpoint_manager, done, state)
+        _save_if_finite(checkpoint_manager, done, state, name)
       break
 
     if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
-      if not bool(jax.device_get(_tree_finite(state.params))):
-        raise NonFiniteLossError(
-            f"[{name}] parameters are non-finite at step {done}; not saved. The last good checkpoint "
-            f"(step {ckpt.latest_step(checkpoint_manager)}) is kept.")
-      ckpt.save(checkpoint_manager, done, state)
+      _save_if_finite(checkpoint_manager, done, state, name)
 
   elapsed = time.perf_counter() - t0
-  del t_window
   return FitResult(state, train_metrics, eval_metrics, steps_done / max(elapsed, 1e-9), resumed_from)
