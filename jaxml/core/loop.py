@@ -6,6 +6,7 @@ automatic resume, host hooks, and a stop on non-finite loss that keeps the last 
 checkpoint. Methods only supply a loss (via `make_train_step`) and batches.
 """
 
+import contextlib
 import math
 import sys
 import time
@@ -146,63 +147,68 @@ def fit(state: TrainState,
   train_metrics: dict[str, float] = {}
   eval_metrics: dict[str, float] = {}
   t0, steps_done = time.perf_counter(), 0
-  for step in range(start, num_steps):
-    batch = shd.shard_batch(get_batch(step), mesh, shard=shard_batch_rows)
-    if transfer_guard:
-      with jax.transfer_guard("disallow"):
-        state, metrics = step_fn(state, batch)
-    else:
+  # The guard makes an accidental implicit host<->device copy in the step path fail loudly;
+  # periodic host work (logging, eval, hooks, checkpoints) runs with transfers allowed.
+  guard = jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext()
+  with guard:
+    for step in range(start, num_steps):
+      batch = shd.shard_batch(get_batch(step), mesh, shard=shard_batch_rows)
       state, metrics = step_fn(state, batch)
-    history.append(metrics)
-    steps_done += 1
-    done = step + 1
-    last = done == num_steps
+      history.append(metrics)
+      steps_done += 1
+      done = step + 1
+      last = done == num_steps
+      periodic = (done % log_every == 0 or last or (eval_every and done % eval_every == 0)
+                  or (checkpoint_every and done % checkpoint_every == 0)
+                  or any(done % hook.every == 0 for hook in hooks))
+      if not periodic:
+        continue
+      with jax.transfer_guard("allow"):
+        if done % log_every == 0 or last:
+          train_metrics = mean_metrics(history)
+          history = []
+          if not math.isfinite(train_metrics.get("loss", 0.0)):
+            raise NonFiniteLossError(
+                f"[{name}] loss became {train_metrics.get('loss')} by step {done}; stopped. "
+                f"The last good checkpoint (step {ckpt.latest_step(checkpoint_manager) if checkpoint_manager else None}) "
+                "is kept. Lower the learning rate or enable gradient clipping (optim.clip_norm).")
+          now = time.perf_counter()
+          rate = steps_done / max(now - t0, 1e-9)
+          if writer is not None:
+            writer.write(done, {f"{name}/{k}": v for k, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
+          if main and progress:
+            eta = (num_steps - done) / rate if rate > 0 else float("inf")
+            print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
+                  f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
 
-    if done % log_every == 0 or last:
-      train_metrics = mean_metrics(history)
-      history = []
-      if not math.isfinite(train_metrics.get("loss", 0.0)):
-        raise NonFiniteLossError(
-            f"[{name}] loss became {train_metrics.get('loss')} by step {done}; stopped. "
-            f"The last good checkpoint (step {ckpt.latest_step(checkpoint_manager) if checkpoint_manager else None}) "
-            "is kept. Lower the learning rate or enable gradient clipping (optim.clip_norm).")
-      now = time.perf_counter()
-      rate = steps_done / max(now - t0, 1e-9)
-      if writer is not None:
-        writer.write(done, {f"{name}/{k}": v for k, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
-      if main and progress:
-        eta = (num_steps - done) / rate if rate > 0 else float("inf")
-        print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
-              f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
+        if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
+          eval_metrics = evaluate(eval_fn, state, eval_batches(), mesh)
+          if writer is not None:
+            writer.write(done, {f"eval/{k}": v for k, v in eval_metrics.items()})
 
-    if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
-      eval_metrics = evaluate(eval_fn, state, eval_batches(), mesh)
-      if writer is not None:
-        writer.write(done, {f"eval/{k}": v for k, v in eval_metrics.items()})
-
-    # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
-    # centroids refreshed every epoch) is what gets saved and resume stays exact.
-    stop = False
-    for hook in hooks:
-      if done % hook.every == 0:
-        try:
-          new_state = hook.fn(done, state)
-        except StopTraining:
-          stop = True
+        # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
+        # centroids refreshed every epoch) is what gets saved and resume stays exact.
+        stop = False
+        for hook in hooks:
+          if done % hook.every == 0:
+            try:
+              new_state = hook.fn(done, state)
+            except StopTraining:
+              stop = True
+              break
+            if new_state is not None:
+              state = shd.replicate(new_state, mesh, shardings)
+        if stop:
+          if main and progress:
+            print(f"[{name}] stopped early by a hook at step {done}", flush=True)
+          if history:
+            train_metrics = mean_metrics(history)
+          if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
+            _save_if_finite(checkpoint_manager, done, state, name)
           break
-        if new_state is not None:
-          state = shd.replicate(new_state, mesh, shardings)
-    if stop:
-      if main and progress:
-        print(f"[{name}] stopped early by a hook at step {done}", flush=True)
-      if history:
-        train_metrics = mean_metrics(history)
-      if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
-        _save_if_finite(checkpoint_manager, done, state, name)
-      break
 
-    if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
-      _save_if_finite(checkpoint_manager, done, state, name)
+        if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
+          _save_if_finite(checkpoint_manager, done, state, name)
 
   elapsed = time.perf_counter() - t0
   return FitResult(state, train_metrics, eval_metrics, steps_done / max(elapsed, 1e-9), resumed_from)
