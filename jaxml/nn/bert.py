@@ -8,6 +8,8 @@ GELU is the exact (erf) form, as in HF `hidden_act="gelu"`. Defaults: 6 layers, 
 FFN 1536, LayerNorm eps 1e-12, 512 positions, 2 token types, vocab 30522.
 """
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -82,20 +84,15 @@ def mean_pool(hidden: jax.Array, mask: jax.Array, *, normalize: bool = True) -> 
   return pooled
 
 
-class SentenceEncoder(nn.Module):
-  """BERT + mean pooling + L2 norm: (ids [B, T], mask [B, T]) -> unit embeddings [B, hidden]."""
+class SentenceEncoder(BertEncoder):
+  """BERT + mean pooling + L2 norm: (ids [B, T], mask [B, T]) -> unit embeddings [B, hidden].
 
-  vocab_size: int = 30522
-  hidden: int = 384
-  layers: int = 6
-  heads: int = 12
-  intermediate: int = 1536
-  max_positions: int = 512
-  type_vocab: int = 2
-  eps: float = 1e-12
+  Same hyper-parameters as `BertEncoder` (inherited fields); the encoder sits in scope "bert".
+  """
 
   @nn.compact
   def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
-    h = BertEncoder(self.vocab_size, self.hidden, self.layers, self.heads, self.intermediate,
-                    self.max_positions, self.type_vocab, self.eps, name="bert")(ids, mask)
+    fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(BertEncoder)
+              if f.init and f.name not in ("parent", "name")}
+    h = BertEncoder(**fields, name="bert")(ids, mask)
     return mean_pool(h, mask)
