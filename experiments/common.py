@@ -24,7 +24,7 @@ from ml_collections import config_flags
 
 from jaxml import core
 
-__all__ = ["define_flags", "run_app", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
+__all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
            "env_info", "write_json", "ConfigError"]
 
 FLAGS = flags.FLAGS
@@ -178,3 +178,14 @@ def run_app(main: Callable[[list[str]], None]) -> None:
   """`app.run(main)` with clear errors for unknown config keys and bad flags."""
   from absl import app
   app.run(main, flags_parser=_parse_flags)
+
+
+def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
+             validate: Callable[[Any], None] | None = None) -> None:
+  """The whole entry point of an experiment: define the flags, parse them, launch `run`.
+
+  Call it under `if __name__ == "__main__":` only, so importing an experiment module (e.g. a
+  benchmark reusing its model) defines no required flags.
+  """
+  define_flags()
+  run_app(lambda argv: launch(run, experiment=experiment, validate=validate, argv=argv))

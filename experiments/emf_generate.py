@@ -311,10 +311,5 @@ def print_summary(rows: list[dict]) -> None:
     print(f"| {m} | " + " | ".join(cells) + " |", flush=True)
 
 
-def main(argv):
-  common.launch(run, experiment="emf_generate", validate=validate, argv=argv)
-
-
 if __name__ == "__main__":
-  common.define_flags()
-  common.run_app(main)
+  common.run_main(run, experiment="emf_generate", validate=validate)

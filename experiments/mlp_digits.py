@@ -99,10 +99,5 @@ def run(config, workdir: str) -> list[dict]:
   return rows
 
 
-def main(argv):
-  common.launch(run, experiment="mlp_digits", validate=validate, argv=argv)
-
-
 if __name__ == "__main__":
-  common.define_flags()
-  common.run_app(main)
+  common.run_main(run, experiment="mlp_digits", validate=validate)

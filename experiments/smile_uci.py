@@ -456,10 +456,5 @@ def make_plot(rows: list[dict], workdir: str) -> None:
   common.save_plot(fig, workdir, "lppd_vs_peg.png")
 
 
-def main(argv):
-  common.launch(run, experiment="smile_uci", validate=validate, argv=argv)
-
-
 if __name__ == "__main__":
-  common.define_flags()
-  common.run_app(main)
+  common.run_main(run, experiment="smile_uci", validate=validate)

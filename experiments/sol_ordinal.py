@@ -340,11 +340,5 @@ def run(config, workdir: str) -> list[dict]:
   return rows
 
 
-def main(argv):
-  common.launch(run, experiment="sol_ordinal", validate=validate, argv=argv)
-
-
-common.define_flags()
-
 if __name__ == "__main__":
-  common.run_app(main)
+  common.run_main(run, experiment="sol_ordinal", validate=validate)
