@@ -37,7 +37,7 @@ def base_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.preset = ""
   config.seed = 0
-  # None: $JAXML_DATA_DIR, else shared/data beside the checkout.
+  # None: $JAXML_DATA_DIR, else data/ in the checkout.
   config.data_dir = ml_collections.config_dict.placeholder(str)
   config.optim = ml_collections.ConfigDict(dict(
       name="adam", lr=1e-3, weight_decay=0.0, clip_norm=0.0, schedule="constant", warmup_steps=0))

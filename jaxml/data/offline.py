@@ -1,8 +1,8 @@
 """Readers for the offline benchmark copies under the data root (numpy in, numpy out).
 
-The data root is, in order: the configured value, `$JAXML_DATA_DIR`, then `shared/data`
-beside the checkout (`<checkout>/../shared/data`). Every reader fails with one message that
-names the path it tried and how to point it elsewhere.
+The data root is, in order: the configured value, `$JAXML_DATA_DIR`, then `data/` in the
+checkout (shipped with the repository). Every reader fails with one message that names the
+path it tried and how to point it elsewhere.
 """
 
 import gzip
@@ -32,14 +32,13 @@ def check_name(name: str, allowed: tuple[str, ...], what: str) -> None:
 
 
 def data_root(configured: str | os.PathLike | None = None) -> pathlib.Path:
-  """The data root: configured value, else $JAXML_DATA_DIR, else shared/data beside the checkout."""
+  """The data root: configured value, else $JAXML_DATA_DIR, else `data/` in the checkout."""
   if configured:
     root, how = pathlib.Path(configured).expanduser(), "the config field data_dir"
   elif os.environ.get(ENV_VAR):
     root, how = pathlib.Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
   else:
-    checkout = pathlib.Path(__file__).resolve().parents[2]
-    root, how = checkout.parent / "shared" / "data", "the default (shared/data beside the checkout)"
+    root, how = pathlib.Path(__file__).resolve().parents[2] / "data", "the default (data/ in the checkout)"
   if not root.is_dir():
     raise DataNotFoundError(
         f"data root {root} (from {how}) does not exist; set --config.data_dir=PATH or "

@@ -1,5 +1,7 @@
 """Readers on the shipped data (statistics from the data READMEs) and their error messages."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,10 @@ def test_synthetic_generators_recover_parameters():
   blobs = synthetic.gaussian_blobs(3000, num_classes=3, scale=0.1, seed=1)
   for c in range(3):
     np.testing.assert_allclose(blobs["x"][blobs["y"] == c].mean(0), blobs["centres"][c], atol=0.02)
+
+
+def test_default_data_root_is_the_checkouts_data_folder(monkeypatch):
+  monkeypatch.delenv("JAXML_DATA_DIR", raising=False)
+  checkout = pathlib.Path(offline.__file__).resolve().parents[2]
+  assert offline.data_root() == checkout / "data"
+  assert (checkout / "data" / "uci" / "energy" / "data.txt").is_file()
