@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= runs/demo
 
-.PHONY: install demo test test-all bench clean
+.PHONY: install demo test test-all bench verify-data clean
 
 # First interpreter >= 3.12 that actually runs: python3.12, python3.13, then pyenv's latest 3.12.
 define find_python
@@ -43,6 +43,10 @@ test-all: install
 
 bench: install
 	$(PY) -m benchmarks.loop_overhead
+
+# Checks data/ against data/MANIFEST.sha256 (standard library only, so no install needed).
+verify-data:
+	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) -m jaxml.data.verify
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DataNotFoundError", "data_root", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
+from jaxml.data import verify
+
+__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
            "ORDINAL_DATASETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
            "load_digits", "load_mnist1d", "check_name"]
 
@@ -24,6 +26,9 @@ ENV_VAR = "JAXML_DATA_DIR"
 
 class DataNotFoundError(FileNotFoundError):
   """A data root or file is missing; the message says which path and how to fix it."""
+
+
+DataIntegrityError = verify.DataIntegrityError
 
 
 def check_name(name: str, allowed: tuple[str, ...], what: str) -> None:
@@ -38,7 +43,7 @@ def data_root(configured: str | os.PathLike | None = None) -> pathlib.Path:
   elif os.environ.get(ENV_VAR):
     root, how = pathlib.Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
   else:
-    root, how = pathlib.Path(__file__).resolve().parents[2] / "data", "the default (data/ in the checkout)"
+    root, how = verify.default_root(), "the default (data/ in the checkout)"
   if not root.is_dir():
     raise DataNotFoundError(
         f"data root {root} (from {how}) does not exist; set --config.data_dir=PATH or "
@@ -47,7 +52,9 @@ def data_root(configured: str | os.PathLike | None = None) -> pathlib.Path:
 
 
 def _file(root: pathlib.Path, *parts: str) -> pathlib.Path:
+  """`root/parts`, checked against the root's MANIFEST.sha256 when it has one (verify.py)."""
   path = root.joinpath(*parts)
+  verify.check_file(root, path)
   if not path.exists():
     raise DataNotFoundError(f"missing data file {path}; check the data root ({root}) or set "
                             f"--config.data_dir / ${ENV_VAR}")
