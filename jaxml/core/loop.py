@@ -1,14 +1,16 @@
 """fit(): the one host training loop every gradient-trained method runs on.
 
 The loop owns placement (batches sharded on the mesh's 'data' axis, state replicated or
-placed by rules), periodic logging with a progress line, evaluation, orbax checkpoints with
-automatic resume, host hooks, and a stop on non-finite loss that keeps the last good
-checkpoint. Methods only supply a loss (via `make_train_step`) and batches.
+placed by rules), periodic logging with a progress line, evaluation, validation-based
+selection of the best parameters with optional early stopping (`core.Selection`), orbax
+checkpoints with automatic resume, host hooks, and a stop on non-finite loss that keeps the
+last good checkpoint. It runs K steps per host dispatch (a `lax.scan` over K stacked
+batches); everything periodic happens at step counts that are multiples of its cadence, so
+K is chosen to divide every cadence. Methods only supply a loss (via `make_train_step`).
 """
 
 import contextlib
 import math
-import sys
 import time
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
@@ -19,12 +21,21 @@ import orbax.checkpoint as ocp
 from jax.sharding import Mesh, PartitionSpec
 
 from jaxml.core import checkpoint as ckpt
+from jaxml.core import select as sel
 from jaxml.core import sharding as shd
 from jaxml.core.metrics import MetricWriter, mean_metrics
+from jaxml.core.step import make_multi_step
 from jaxml.core.train_state import TrainState
 from jaxml.core.types import Batch, Metrics
 
-__all__ = ["Hook", "FitResult", "NonFiniteLossError", "StopTraining", "fit", "evaluate", "param_count"]
+__all__ = ["Hook", "FitResult", "NonFiniteLossError", "StopTraining", "fit", "evaluate", "param_count",
+           "auto_steps_per_dispatch", "MAX_STEPS_PER_DISPATCH"]
+
+# Upper bound of the automatic K: beyond a few dozen steps per dispatch the host overhead is
+# already negligible, while the stacked batches (and the latency of a progress line) grow.
+MAX_STEPS_PER_DISPATCH = 50
+# Stacked batches of one dispatch stay under this many bytes (full-batch graphs are large).
+MAX_DISPATCH_BYTES = 64 << 20
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -32,7 +43,14 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class StopTraining(Exception):
-  """Raised by a hook to end training early (e.g. early stopping); fit() checkpoints and returns."""
+  """Raised by a hook to end training early (e.g. early stopping); fit() checkpoints and returns.
+
+  `state`, if given, replaces the loop's state first (a hook that changed it and stops).
+  """
+
+  def __init__(self, state: TrainState | None = None):
+    super().__init__()
+    self.state = state
 
 
 class Hook(NamedTuple):
@@ -52,6 +70,8 @@ class FitResult(NamedTuple):
   eval_metrics: dict[str, float]      # last evaluation (empty if none)
   steps_per_s: float
   resumed_from: int | None
+  steps_per_dispatch: int = 1         # K used by this run
+  stopped_early: bool = False         # a hook or early stopping ended the run before num_steps
 
 
 def param_count(params: Any) -> int:
@@ -82,11 +102,53 @@ def _save_if_finite(manager: ocp.CheckpointManager, step: int, state: TrainState
   ckpt.save(manager, step, state)
 
 
+def _eval_arrays(eval_step: Callable[[TrainState, Batch], Metrics], state: TrainState,
+                 eval_batches: Iterable[Batch], mesh: Mesh) -> tuple[dict[str, float], list[dict[str, Any]]]:
+  """(mean of each metric over batches and elements, the per-batch host metrics)."""
+  history = jax.device_get([eval_step(state, shd.shard_batch(b, mesh, shard=False)) for b in eval_batches])
+  return mean_metrics(history), history
+
+
+def _batch_mean(history: list[dict[str, Any]], key: str) -> np.ndarray:
+  """Mean over eval batches of one metric, keeping its shape (e.g. one value per member)."""
+  return np.mean(np.stack([np.asarray(h[key], np.float64) for h in history]), axis=0)
+
+
 def evaluate(eval_step: Callable[[TrainState, Batch], Metrics], state: TrainState,
              eval_batches: Iterable[Batch], mesh: Mesh) -> dict[str, float]:
   """Mean of each metric over the batches (batches replicated; each batch counts once)."""
-  history = [eval_step(state, shd.shard_batch(b, mesh, shard=False)) for b in eval_batches]
-  return mean_metrics(history)
+  return _eval_arrays(eval_step, state, eval_batches, mesh)[0]
+
+
+def _mean_stacked(history: list[Metrics]) -> dict[str, float]:
+  """Fetches per-dispatch metric dicts (leaves [K, ...]) once and averages each key over steps."""
+  if not history:
+    return {}
+  host = jax.device_get(history)
+  return {k: float(np.mean(np.concatenate([np.asarray(h[k], np.float64).reshape(-1) for h in host])))
+          for k in host[0]}
+
+
+def auto_steps_per_dispatch(cadences: Sequence[int], *, batch_bytes: int = 0,
+                            cap: int = MAX_STEPS_PER_DISPATCH, max_bytes: int = MAX_DISPATCH_BYTES) -> int:
+  """The largest K <= cap dividing every positive cadence (log, eval, checkpoint, hooks,
+  selection), with K stacked batches under `max_bytes`."""
+  g = 0
+  for c in cadences:
+    if c and c > 0:
+      g = math.gcd(g, int(c))
+  limit = cap if not batch_bytes else max(1, min(cap, max_bytes // max(batch_bytes, 1)))
+  if g == 0:
+    return limit
+  return max(d for d in range(1, min(limit, g) + 1) if g % d == 0)
+
+
+def _batch_bytes(batch: Any) -> int:
+  return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(batch)))
+
+
+def _stack(batches: list[Batch]) -> Batch:
+  return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
 
 
 def _batch_getter(batches: Callable[[int], Batch] | Iterable[Batch], start: int) -> Callable[[int], Batch]:
@@ -114,6 +176,9 @@ def fit(state: TrainState,
         checkpoint_manager: ocp.CheckpointManager | None = None,
         checkpoint_every: int = 0,
         hooks: Sequence[Hook] = (),
+        select: sel.Selection | None = None,
+        steps_per_dispatch: int = 0,
+        multi_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]] | None = None,
         name: str = "train",
         progress: bool = True,
         transfer_guard: bool = True) -> FitResult:
@@ -127,45 +192,83 @@ def fit(state: TrainState,
     shard_batch_rows: split batch rows over 'data'; False replicates (full-batch graphs).
     eval_batches: a callable returning an iterable of eval batches (re-iterated each eval).
     hooks: host callbacks run every `hook.every` steps, after logging and eval, before the checkpoint.
+    select: keep the best parameters by an eval metric in `state.best` (needs `eval_step` and
+      `eval_batches`), checked every `select.every` (default `eval_every`) steps and at the
+      end; with `select.patience` it also stops early.
+    steps_per_dispatch: K steps per host dispatch; 0 picks the largest K <= 50 dividing every
+      cadence. Periodic work happens only at multiples of its cadence whatever K is: a
+      dispatch never runs past the next periodic step.
+    multi_step: `make_multi_step(train_step)` built once by the caller, so repeated fits (a
+      learning-rate grid) reuse one compilation; built here when None.
   """
   mesh = mesh or shd.make_mesh()
   main = jax.process_index() == 0
+  eval_fn = jax.jit(eval_step) if eval_step is not None else None
+  sel_every = 0
+  if select is not None:
+    if eval_fn is None or eval_batches is None:
+      raise ValueError("fit(select=...) needs eval_step and eval_batches")
+    sel_every = select.every or eval_every
+    if sel_every <= 0:
+      raise ValueError("Selection.every is 0 and eval_every is 0: set one of them")
+    if state.best is None:
+      like = jax.eval_shape(eval_step, state, next(iter(eval_batches())))
+      if select.metric not in like:
+        raise ValueError(f"selection metric {select.metric!r} is not an eval output; have {sorted(like)}")
+      chosen = state.ema_params if state.ema_params is not None else state.params
+      state = state.replace(best=sel.init_selection(select, chosen, like[select.metric].shape))
   state, resumed = ckpt.restore_or_init(checkpoint_manager, state)
   start = int(jax.device_get(state.step))
   resumed_from = start if resumed else None
   shardings = shd.state_shardings(state, mesh, list(sharding_rules or []))
   state = shd.replicate(state, mesh, shardings)
-  step_fn = shd.compile_train_step(train_step, shardings, mesh, shard_batch_rows=shard_batch_rows)
-  eval_fn = jax.jit(eval_step) if eval_step is not None else None
+  step_fn = shd.compile_train_step(multi_step or make_multi_step(train_step), shardings, mesh,
+                                   shard_batch_rows=shard_batch_rows, stacked=True)
   get_batch = _batch_getter(batches, start)
+  cadences = [log_every, eval_every if eval_fn is not None else 0,
+              checkpoint_every if checkpoint_manager is not None else 0, sel_every] + [h.every for h in hooks]
+  first = get_batch(start) if start < num_steps else None
+  k = steps_per_dispatch or auto_steps_per_dispatch(cadences, batch_bytes=_batch_bytes(first) if first is not None else 0)
   if main and progress:
     note = f", resumed from step {start}" if resumed else ""
     print(f"[{name}] {param_count(state.params):,} params, {mesh.devices.size} devices, "
-          f"{jax.process_count()} processes, steps {start}->{num_steps}{note}", flush=True)
+          f"{jax.process_count()} processes, steps {start}->{num_steps}, {k} steps/dispatch{note}", flush=True)
+
+  def next_stop(step: int) -> int:
+    """The first step after `step` where periodic work happens (or the end)."""
+    stops = [num_steps, step + k] + [(step // c + 1) * c for c in cadences if c and c > 0]
+    return min(stops)
 
   history: list[Metrics] = []
   train_metrics: dict[str, float] = {}
   eval_metrics: dict[str, float] = {}
-  t0, steps_done = time.perf_counter(), 0
+  stopped = select is not None and sel.selection_stopped(select, state.best)
+  if stopped and main and progress:
+    print(f"[{name}] early stopping had already ended this run at step {start}", flush=True)
+  t0, steps_done, step = time.perf_counter(), 0, start
   # The guard makes an accidental implicit host<->device copy in the step path fail loudly;
   # periodic host work (logging, eval, hooks, checkpoints) runs with transfers allowed.
   guard = jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext()
   with guard:
-    for step in range(start, num_steps):
-      batch = shd.shard_batch(get_batch(step), mesh, shard=shard_batch_rows)
-      state, metrics = step_fn(state, batch)
+    while step < num_steps and not stopped:
+      n = next_stop(step) - step
+      chunk = [first] if step == start else []
+      chunk += [get_batch(i) for i in range(step + len(chunk), step + n)]
+      placed = shd.shard_batch(_stack(chunk), mesh, shard=shard_batch_rows, stacked=True)
+      state, metrics = step_fn(state, placed)
       history.append(metrics)
-      steps_done += 1
-      done = step + 1
+      steps_done += n
+      step = done = step + n
       last = done == num_steps
       periodic = (done % log_every == 0 or last or (eval_every and done % eval_every == 0)
                   or (checkpoint_every and done % checkpoint_every == 0)
+                  or (sel_every and done % sel_every == 0)
                   or any(done % hook.every == 0 for hook in hooks))
       if not periodic:
         continue
       with jax.transfer_guard("allow"):
         if done % log_every == 0 or last:
-          train_metrics = mean_metrics(history)
+          train_metrics = _mean_stacked(history)
           history = []
           if not math.isfinite(train_metrics.get("loss", 0.0)):
             raise NonFiniteLossError(
@@ -175,34 +278,47 @@ def fit(state: TrainState,
           now = time.perf_counter()
           rate = steps_done / max(now - t0, 1e-9)
           if writer is not None:
-            writer.write(done, {f"{name}/{k}": v for k, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
+            writer.write(done, {f"{name}/{k_}": v for k_, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
           if main and progress:
             eta = (num_steps - done) / rate if rate > 0 else float("inf")
             print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
                   f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
 
+        eval_history = None
         if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
-          eval_metrics = evaluate(eval_fn, state, eval_batches(), mesh)
+          eval_metrics, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
           if writer is not None:
-            writer.write(done, {f"eval/{k}": v for k, v in eval_metrics.items()})
+            writer.write(done, {f"eval/{k_}": v for k_, v in eval_metrics.items()})
+
+        if select is not None and (done % sel_every == 0 or last):
+          if eval_history is None:
+            _, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
+          value = _batch_mean(eval_history, select.metric)
+          chosen = state.ema_params if state.ema_params is not None else state.params
+          record, stopped = sel.selection_update(select, state.best, chosen, value, done)
+          state = state.replace(best=shd.replicate(record, mesh, shardings.best))
+          if writer is not None:
+            writer.write(done, {f"select/{select.metric}": float(np.mean(value)),
+                                "select/best": float(np.mean(np.asarray(jax.device_get(record.metric))))})
 
         # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
         # centroids refreshed every epoch) is what gets saved and resume stays exact.
-        stop = False
-        for hook in hooks:
+        for hook in hooks if not stopped else ():
           if done % hook.every == 0:
             try:
               new_state = hook.fn(done, state)
-            except StopTraining:
-              stop = True
-              break
+            except StopTraining as e:
+              stopped = True
+              new_state = e.state
             if new_state is not None:
               state = shd.replicate(new_state, mesh, shardings)
-        if stop:
+            if stopped:
+              break
+        if stopped:
           if main and progress:
-            print(f"[{name}] stopped early by a hook at step {done}", flush=True)
+            print(f"[{name}] stopped early at step {done}", flush=True)
           if history:
-            train_metrics = mean_metrics(history)
+            train_metrics = _mean_stacked(history)
           if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
             _save_if_finite(checkpoint_manager, done, state, name)
           break
@@ -211,4 +327,5 @@ def fit(state: TrainState,
           _save_if_finite(checkpoint_manager, done, state, name)
 
   elapsed = time.perf_counter() - t0
-  return FitResult(state, train_metrics, eval_metrics, steps_done / max(elapsed, 1e-9), resumed_from)
+  return FitResult(state, train_metrics, eval_metrics, steps_done / max(elapsed, 1e-9), resumed_from, k,
+                   bool(stopped))

@@ -8,7 +8,7 @@ import optax
 
 from jaxml.core.types import Params
 
-__all__ = ["make_schedule", "make_optimizer", "freeze", "label_by_path", "multi_group"]
+__all__ = ["make_schedule", "make_optimizer", "learning_rate", "freeze", "label_by_path", "multi_group"]
 
 
 def make_schedule(lr: float, *, schedule: str = "constant", total_steps: int = 0,
@@ -25,28 +25,64 @@ def make_schedule(lr: float, *, schedule: str = "constant", total_steps: int = 0
   return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup_steps), main], [warmup_steps])
 
 
-def make_optimizer(cfg: Mapping[str, Any], total_steps: int = 0) -> optax.GradientTransformation:
-  """optax chain from a config section with keys name, lr, and optionally weight_decay,
-  momentum, clip_norm, schedule, warmup_steps, b1, b2."""
+def _opt_hparams(cfg: Mapping[str, Any]) -> dict[str, Any]:
+  """Every optimizer key read once, up front, whatever the optimizer (strict-config tracking)."""
   get = cfg.get
-  sched = make_schedule(float(get("lr", 1e-3)), schedule=get("schedule", "constant"),
-                        total_steps=int(get("total_steps", total_steps) or total_steps),
-                        warmup_steps=int(get("warmup_steps", 0)))
-  name = get("name", "adam")
-  wd = float(get("weight_decay", 0.0))
-  if name == "adam":
-    opt = optax.adamw(sched, b1=get("b1", 0.9), b2=get("b2", 0.999), weight_decay=wd) if wd else \
-        optax.adam(sched, b1=get("b1", 0.9), b2=get("b2", 0.999))
-  elif name == "adamw":
-    opt = optax.adamw(sched, b1=get("b1", 0.9), b2=get("b2", 0.999), weight_decay=wd)
-  elif name == "sgd":
-    opt = optax.sgd(sched, momentum=get("momentum", None) or None)
-    if wd:
-      opt = optax.chain(optax.add_decayed_weights(wd), opt)
-  else:
+  momentum = get("momentum", None)
+  return dict(name=str(get("name", "adam")), lr=float(get("lr", 1e-3)), schedule=str(get("schedule", "constant")),
+              total_steps=int(get("total_steps", 0) or 0), warmup_steps=int(get("warmup_steps", 0) or 0),
+              weight_decay=float(get("weight_decay", 0.0) or 0.0), clip_norm=float(get("clip_norm", 0.0) or 0.0),
+              b1=float(get("b1", 0.9)), b2=float(get("b2", 0.999)), momentum=float(momentum) if momentum else None)
+
+
+def make_optimizer(cfg: Mapping[str, Any], total_steps: int = 0, *, inject_lr: bool = False,
+                   lr: float | None = None) -> optax.GradientTransformation:
+  """optax chain from a config section (a dict or ConfigDict) with keys name, lr, and optionally
+  weight_decay, momentum, clip_norm, schedule, warmup_steps, total_steps, b1, b2.
+
+  Args:
+    cfg: the `optim` section; missing keys take the defaults above.
+    total_steps: length of a cosine schedule when the section has no `total_steps`.
+    inject_lr: put the peak learning rate in the optimizer state as an array
+      (`optax.inject_hyperparams`), so runs that differ only in learning rate share one
+      compiled step (a learning-rate grid compiles once). The schedule's shape stays static.
+    lr: overrides `cfg["lr"]` (e.g. one point of a grid).
+  """
+  hp = _opt_hparams(cfg)
+  peak = hp["lr"] if lr is None else float(lr)
+  steps = hp["total_steps"] or total_steps
+  name, wd = hp["name"], hp["weight_decay"]
+  if name not in ("adam", "adamw", "sgd"):
     raise ValueError(f"unknown optimizer {name!r}; expected adam, adamw or sgd")
-  clip = get("clip_norm", None)
-  return optax.chain(optax.clip_by_global_norm(float(clip)), opt) if clip else opt
+
+  def build(learning_rate) -> optax.GradientTransformation:
+    if inject_lr:
+      # The unit-peak schedule times the injected array: a constant schedule gives exactly
+      # `learning_rate`, the same numbers as a float learning rate.
+      unit = make_schedule(1.0, schedule=hp["schedule"], total_steps=steps, warmup_steps=hp["warmup_steps"])
+      sched = lambda count: learning_rate * unit(count)  # noqa: E731
+    else:
+      sched = make_schedule(learning_rate, schedule=hp["schedule"], total_steps=steps,
+                            warmup_steps=hp["warmup_steps"])
+    if name == "adam" and not wd:
+      opt = optax.adam(sched, b1=hp["b1"], b2=hp["b2"])
+    elif name in ("adam", "adamw"):
+      opt = optax.adamw(sched, b1=hp["b1"], b2=hp["b2"], weight_decay=wd)
+    else:
+      opt = optax.sgd(sched, momentum=hp["momentum"])
+      if wd:
+        opt = optax.chain(optax.add_decayed_weights(wd), opt)
+    clip = hp["clip_norm"]
+    return optax.chain(optax.clip_by_global_norm(clip), opt) if clip else opt
+
+  if inject_lr:
+    return optax.inject_hyperparams(build)(learning_rate=peak)
+  return build(peak)
+
+
+def learning_rate(opt_state: Any) -> jax.Array | None:
+  """The injected learning rate inside an optimizer state (None if it was not injected)."""
+  return optax.tree_utils.tree_get(opt_state, "learning_rate")
 
 
 def label_by_path(params: Params, rules: list[tuple[str, str]], default: str) -> Params:

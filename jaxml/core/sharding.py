@@ -31,8 +31,9 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-  return NamedSharding(mesh, P(DATA))
+def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
+  """Rows on the 'data' axis; with `stacked`, rows are axis 1 of [steps, rows, ...] arrays."""
+  return NamedSharding(mesh, P(None, DATA) if stacked else P(DATA))
 
 
 def local_rows(global_rows: int) -> tuple[int, int]:
@@ -44,12 +45,15 @@ def local_rows(global_rows: int) -> tuple[int, int]:
   return index * per, (index + 1) * per
 
 
-def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bool = True) -> Any:
+def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bool = True,
+                stacked: bool = False) -> Any:
   """Numpy batch -> global jax arrays, rows split on the 'data' axis.
 
   With `process_local` each process passes only its own rows (multi-host); with a single
   process that is the whole batch. `shard=False` replicates every leaf instead (full-batch
   graph training, tiny eval sets); then every process must pass the same full arrays.
+  `stacked`: every leaf is [steps, rows, ...] (K batches for one multi-step dispatch); the
+  rows are axis 1.
   """
   if not shard:
     sharding = replicated(mesh)
@@ -58,26 +62,28 @@ def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bo
     with jax.transfer_guard("allow"):
       return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), np.shape(x)),
                           batch)
-  sharding = batch_sharding(mesh)
+  sharding = batch_sharding(mesh, stacked=stacked)
+  axis = 1 if stacked else 0
   n_data = mesh.shape[DATA]
   if jax.process_count() == 1:
     # One host: a single device_put of the whole tree is the cheapest placement.
     for x in jax.tree.leaves(batch):
-      if np.shape(x)[0] % n_data:
-        raise ValueError(f"batch of {np.shape(x)[0]} rows does not divide over {n_data} data shards; "
+      if np.shape(x)[axis] % n_data:
+        raise ValueError(f"batch of {np.shape(x)[axis]} rows does not divide over {n_data} data shards; "
                          "pick a batch size that is a multiple of the device count")
     return jax.device_put(batch, sharding)
 
   def put(x):
     x = np.asarray(x)
-    global_rows = x.shape[0] * (jax.process_count() if process_local else 1)
+    global_rows = x.shape[axis] * (jax.process_count() if process_local else 1)
     if global_rows % n_data:
       raise ValueError(f"batch of {global_rows} rows does not divide over {n_data} data shards; "
                        "pick a batch size that is a multiple of the device count")
     if not process_local:
-      start, stop = local_rows(x.shape[0])
-      x = x[start:stop]
-    return jax.make_array_from_process_local_data(sharding, x, (global_rows,) + x.shape[1:])
+      start, stop = local_rows(x.shape[axis])
+      x = x[:, start:stop] if stacked else x[start:stop]
+    shape = x.shape[:axis] + (global_rows,) + x.shape[axis + 1:]
+    return jax.make_array_from_process_local_data(sharding, x, shape)
 
   # Assembling a global array from per-process rows is an explicit placement, but jax runs
   # it through transfers the loop's guard would reject; allow them for this call only.
@@ -124,9 +130,12 @@ def replicate(tree: Any, mesh: Mesh, shardings: Any = None) -> Any:
 
 
 def compile_train_step(train_step: Callable, state_shardings_tree: Any, mesh: Mesh, *,
-                       shard_batch_rows: bool = True) -> Callable:
-  """jit with explicit in/out shardings; the state is donated (updated in place)."""
-  data = batch_sharding(mesh) if shard_batch_rows else replicated(mesh)
+                       shard_batch_rows: bool = True, stacked: bool = False) -> Callable:
+  """jit with explicit in/out shardings; the state is donated (updated in place).
+
+  `stacked`: the step takes [steps, rows, ...] batches (a `make_multi_step` function).
+  """
+  data = batch_sharding(mesh, stacked=stacked) if shard_batch_rows else replicated(mesh)
   return jax.jit(train_step,
                  in_shardings=(state_shardings_tree, data),
                  out_shardings=(state_shardings_tree, replicated(mesh)),

@@ -9,7 +9,7 @@ import optax
 from jaxml.core.train_state import TrainState
 from jaxml.core.types import Batch, EvalFn, LossFn, Metrics
 
-__all__ = ["make_train_step", "make_eval_step", "step_rng"]
+__all__ = ["make_train_step", "make_eval_step", "make_multi_step", "step_rng"]
 
 
 def step_rng(state: TrainState) -> jax.Array:
@@ -55,3 +55,18 @@ def make_eval_step(eval_fn: EvalFn, *, use_ema: bool = False) -> Callable[[Train
     return eval_fn(params, batch)
 
   return eval_step
+
+
+def make_multi_step(train_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]]
+                    ) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
+  """K steps in one call: `(state, batches) -> (state, metrics)`, every leaf of `batches` and
+  of `metrics` with a leading axis of K (a `lax.scan` over the stacked batches).
+
+  One host dispatch then runs K optimizer steps, which hides the per-call cost of small
+  models; each step is exactly `train_step`, so the step RNG (fold_in by step) is unchanged.
+  """
+
+  def multi_step(state: TrainState, batches: Batch) -> tuple[TrainState, Metrics]:
+    return jax.lax.scan(train_step, state, batches)
+
+  return multi_step

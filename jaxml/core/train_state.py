@@ -18,7 +18,9 @@ class TrainState:
 
   `ema_params` holds an exponential moving average of `params` when the step keeps one
   (else None). `extra` is method-owned non-trainable state (e.g. SOL centroids) that only
-  host hooks change; a loss that declares `uses_extra` receives it.
+  host hooks change; a loss that declares `uses_extra` receives it. `best` is the record of
+  validation-based selection (`core.SelectionState`) when `fit` runs with a `Selection`, so
+  the best parameters are checkpointed together with the state and resume stays exact.
   """
 
   step: jax.Array
@@ -27,6 +29,7 @@ class TrainState:
   rng: jax.Array
   ema_params: Params | None = None
   extra: Any = None
+  best: Any = None
 
 
 def create_train_state(params: Params, optimizer: optax.GradientTransformation, seed: int, *,

@@ -1,0 +1,194 @@
+"""train(): config -> optimizer -> params -> state -> compiled step -> fit -> result, once for all.
+
+The layer above `fit` that every experiment and method package calls instead of wiring the
+optimizer, state, step and checkpoints by hand:
+
+  result = core.train(method, batches, config, workdir=workdir, name="mlp_seed0", seed=0,
+                      eval_batches=[valid], select=core.Selection("accuracy", "max"))
+
+`config` (a dict or ConfigDict) supplies `optim` (see `make_optimizer`), `num_steps`, and
+optionally `log_every`, `eval_every`, `checkpoint_every`, `steps_per_dispatch`, `ema_decay`
+and a `mesh` section (`num_data`, 0 = all devices). The learning rate is injected into the
+optimizer state as an array, so a `Trainer` built once serves a whole learning-rate grid with
+one compilation (`train(trainer, ..., lr=x)`).
+"""
+
+import os
+import time
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, PartitionSpec
+
+from jaxml.core import checkpoint as ckpt
+from jaxml.core import sharding as shd
+from jaxml.core.loop import FitResult, Hook, fit
+from jaxml.core.metrics import MetricWriter
+from jaxml.core.optim import freeze, make_optimizer
+from jaxml.core.select import Selection, SelectionState
+from jaxml.core.step import make_eval_step, make_multi_step, make_train_step
+from jaxml.core.train_state import TrainState, create_train_state
+from jaxml.core.types import Batch, Method, Params
+
+__all__ = ["Trainer", "TrainContext", "TrainResult", "make_trainer", "train", "mesh_from_config"]
+
+
+class Trainer(NamedTuple):
+  """The compiled-once part of training: a method with its optimizer and pure step functions.
+
+  Reuse one Trainer across runs that differ only in arrays (learning rate, seed, data of the
+  same shapes): jax then traces and compiles its step once.
+  """
+
+  method: Method
+  optimizer: optax.GradientTransformation   # learning rate injected (an array in the state)
+  train_step: Callable[[TrainState, Batch], tuple[TrainState, Any]]
+  multi_step: Callable[[TrainState, Batch], tuple[TrainState, Any]]
+  eval_step: Callable[[TrainState, Batch], Any] | None
+  ema_decay: float | None
+
+
+class TrainContext(NamedTuple):
+  """What a method's `hooks(ctx)` may use to build its host callbacks."""
+
+  config: Any
+  mesh: Mesh
+  batches: Any
+  example_batch: Batch
+  eval_batches: Callable[[], Iterable[Batch]] | None
+  workdir: str | None
+  name: str
+  seed: int
+  num_steps: int
+
+
+class TrainResult(NamedTuple):
+  state: TrainState                  # final state (its `best` holds the selection record)
+  params: Params                     # best params if selection was asked for, else final (EMA if kept)
+  train_metrics: dict[str, float]    # mean over the last logging window
+  eval_metrics: dict[str, float]     # last evaluation in the loop (empty if none)
+  best_step: int | None              # step of the selected params (the latest member's, for ensembles)
+  best_metric: float | None          # its metric (mean over members for ensembles)
+  steps_per_s: float
+  wall_s: float
+  resumed_from: int | None = None
+  steps_per_dispatch: int = 1
+  stopped_early: bool = False
+  best: SelectionState | None = None  # host copy of the record without params (per-member arrays)
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+  return cfg.get(key, default) if cfg is not None else default
+
+
+def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
+  """A mesh from a `mesh` config section: num_data (0: all devices) and num_model (default 1)."""
+  num_data = int(_get(mesh_cfg, "num_data", 0) or 0)
+  num_model = int(_get(mesh_cfg, "num_model", 1) or 1)
+  return shd.make_mesh(num_data or None, num_model)
+
+
+def make_trainer(method: Method, config: Mapping[str, Any]) -> Trainer:
+  """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps."""
+  optim_cfg = _get(config, "optim", {}) or {}
+  optimizer = make_optimizer(optim_cfg, int(_get(config, "num_steps", 0) or 0), inject_lr=True)
+  if method.frozen:
+    optimizer = freeze(optimizer, list(method.frozen))
+  ema = _get(config, "ema_decay", None)
+  ema = float(ema) if ema else None
+  train_step = make_train_step(method.loss_fn, optimizer, ema_decay=ema, uses_extra=method.init_extra is not None)
+  eval_step = make_eval_step(method.eval_fn, use_ema=ema is not None) if method.eval_fn is not None else None
+  return Trainer(method, optimizer, train_step, make_multi_step(train_step), eval_step, ema)
+
+
+def _reiterable(eval_batches: Any) -> Callable[[], Iterable[Batch]] | None:
+  if eval_batches is None or callable(eval_batches):
+    return eval_batches
+  if isinstance(eval_batches, Mapping):
+    eval_batches = [eval_batches]
+  batches = list(eval_batches)
+  return lambda: batches
+
+
+def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[Batch], config: Mapping[str, Any], *,
+          workdir: str | None = None, name: str = "train", seed: int = 0, example_batch: Batch | None = None,
+          init_params: Params | None = None, init_rng: jax.Array | None = None, extra: Any = None,
+          eval_batches: Any = None, select: Selection | None = None, hooks: Sequence[Hook] = (),
+          mesh: Mesh | None = None, lr: float | None = None, writer: MetricWriter | None = None,
+          sharding_rules: Sequence[tuple[str, PartitionSpec]] | None = None, shard_batch_rows: bool = True,
+          progress: bool = True) -> TrainResult:
+  """Trains `method` (or a prebuilt `Trainer`) through `fit`; resumable under `workdir`.
+
+  Args:
+    method: a `Method`, or a `Trainer` from `make_trainer` to share one compilation across runs.
+    batches: `fn(step) -> numpy batch` (exact resume) or an iterable of batches.
+    config: dict/ConfigDict with optim, num_steps and the optional loop keys (module docstring).
+    workdir: if set, checkpoints go to `<workdir>/checkpoints/<name>` (a rerun resumes) and
+      metrics to `<workdir>/metrics.jsonl`.
+    seed: root of the step RNG (`fold_in(key(seed), step)`) and, unless `init_rng` is given,
+      the parameter init key `key(seed)`.
+    example_batch: batch for `method.init` (default `batches(0)`; required for iterators).
+    init_params: start from these parameters instead of `method.init` (e.g. a pre-trained model).
+    extra: non-trainable state for the loss; default `method.init_extra(rng, params)`.
+    eval_batches: batch, list of batches or a callable returning an iterable of them.
+    select: keep the best parameters by an eval metric (and stop early with patience).
+    hooks: extra host hooks, run with the method's own `method.hooks(ctx)`.
+    mesh: default from `config['mesh']` (all devices when absent).
+    lr: overrides `config['optim']['lr']`, as an array (no recompilation).
+  """
+  trainer = method if isinstance(method, Trainer) else make_trainer(method, config)
+  method = trainer.method
+  num_steps = int(_get(config, "num_steps"))
+  log_every = int(_get(config, "log_every", 100) or 100)
+  eval_every = int(_get(config, "eval_every", 0) or 0)
+  checkpoint_every = int(_get(config, "checkpoint_every", 0) or 0)
+  steps_per_dispatch = int(_get(config, "steps_per_dispatch", 0) or 0)
+  mesh_cfg = _get(config, "mesh", None)
+  if mesh is None:
+    mesh = mesh_from_config(mesh_cfg)
+  eval_fn = _reiterable(eval_batches)
+  if eval_fn is not None and trainer.eval_step is None:
+    raise ValueError(f"[{name}] eval_batches were given but the method has no eval_fn")
+
+  if example_batch is None:
+    if not callable(batches):
+      raise ValueError(f"[{name}] pass example_batch= when batches is an iterator")
+    example_batch = batches(0)
+  root = jax.random.key(seed)
+  if init_params is None:
+    init_params = method.init(root if init_rng is None else init_rng, example_batch)
+  if extra is None and method.init_extra is not None:
+    extra = method.init_extra(jax.random.split(root)[1], init_params)
+  state = create_train_state(init_params, trainer.optimizer, seed, ema=trainer.ema_decay is not None, extra=extra)
+  if lr is not None:
+    state = state.replace(opt_state=optax.tree_utils.tree_set(state.opt_state,
+                                                              learning_rate=jnp.asarray(lr, jnp.float32)))
+
+  ctx = TrainContext(config, mesh, batches, example_batch, eval_fn, workdir, name, seed, num_steps)
+  all_hooks = list(method.hooks(ctx) if method.hooks is not None else ()) + list(hooks)
+  manager = ckpt.make_manager(os.path.join(workdir, "checkpoints", name)) if workdir else None
+  if writer is None and workdir:
+    writer = MetricWriter(workdir)
+  t0 = time.perf_counter()
+  result: FitResult = fit(
+      state, trainer.train_step, batches, num_steps=num_steps, mesh=mesh, shard_batch_rows=shard_batch_rows,
+      sharding_rules=sharding_rules, log_every=log_every, writer=writer, eval_step=trainer.eval_step,
+      eval_batches=eval_fn, eval_every=eval_every, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
+      hooks=all_hooks, select=select, steps_per_dispatch=steps_per_dispatch, multi_step=trainer.multi_step,
+      name=name, progress=progress)
+  wall = time.perf_counter() - t0
+  final = result.state
+  best_step = best_metric = record = None
+  if select is not None and final.best is not None:
+    params = final.best.params
+    metric, step, bad = (np.asarray(x) for x in jax.device_get((final.best.metric, final.best.step, final.best.bad)))
+    best_step, best_metric = int(step.max()), float(metric.mean())
+    record = SelectionState(params=None, metric=metric, step=step, bad=bad)
+  else:
+    params = final.ema_params if final.ema_params is not None else final.params
+  return TrainResult(final, params, result.train_metrics, result.eval_metrics, best_step, best_metric,
+                     result.steps_per_s, wall, result.resumed_from, result.steps_per_dispatch,
+                     result.stopped_early, record)
