@@ -6,13 +6,19 @@ Contract (stable across the project): every run writes into --workdir
   *.png           plots
   results.json    {"experiment", "preset", "rows": [{"method", "dataset", "split", "seed",
                    "metrics": {name: float}, "cost": {name: float}}], "wall_s", "env"}
+  .lock           held (fcntl.flock) by the live run that owns the workdir; see lock_workdir
 results.json is written atomically and only when the run finishes; bad input is rejected
-before any file is written.
+before any file is written. A run killed at any moment (kill -9 included) is finished by
+launching the same command again: it resumes from the last complete checkpoint, and
+metrics.jsonl may then repeat the steps logged after that checkpoint (the later line wins).
 """
 
+import datetime
+import fcntl
 import json
 import math
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -25,13 +31,21 @@ from ml_collections import config_flags
 from jaxml import core
 
 __all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
-           "env_info", "write_json", "ConfigError"]
+           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir"]
 
 FLAGS = flags.FLAGS
 
 
 class ConfigError(ValueError):
   """Bad configuration or input, reported before anything is written."""
+
+
+class WorkdirBusyError(RuntimeError):
+  """Another live run holds the workdir's lock."""
+
+
+LOCK_FILE = ".lock"
+_TMP_PREFIX, _TMP_SUFFIX = ".tmp_", ".json"   # write_json's temporary files
 
 
 def define_flags() -> None:
@@ -78,10 +92,42 @@ def write_json(path: str, obj: Any) -> None:
   """Atomic write: a reader never sees a half-written file."""
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_", suffix=".json")
+  fd, tmp = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX)
   with os.fdopen(fd, "w") as f:
     json.dump(obj, f, indent=1, allow_nan=False)
   os.replace(tmp, path)
+
+
+def lock_workdir(workdir: str) -> int:
+  """Makes `workdir` this run's own: returns the descriptor of its held lock (keep it open).
+
+  An exclusive `fcntl.flock` on `<workdir>/.lock`. A second launch on a workdir that a live run
+  holds raises WorkdirBusyError (the launcher exits 2 before writing anything); the kernel drops
+  the lock when its process dies, so the lock file a killed run leaves behind is simply taken over.
+  The file is never deleted (deleting it would let two runs lock two different files). Taking the
+  lock also removes write_json's temporary files that a killed run left half-written; orbax
+  ignores its own unfinished checkpoint folders. Multi-host: only process 0 calls this, so the
+  lock guards against a second launch, not against hosts of the same run; on NFS, Linux maps
+  flock to POSIX byte-range locks, which work across clients.
+  """
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, LOCK_FILE)
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+    os.close(fd)
+    raise WorkdirBusyError(f"workdir {workdir} is in use by a live run ({holder}); wait for it to end "
+                           "or pass another --workdir") from None
+  os.ftruncate(fd, 0)
+  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+  os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {stamp}\n".encode(), 0)
+  for folder, _, files in os.walk(workdir):
+    for f in files:
+      if f.startswith(_TMP_PREFIX) and f.endswith(_TMP_SUFFIX):
+        os.remove(os.path.join(folder, f))
+  return fd
 
 
 def workdir_subdir(workdir: str, *names: str) -> str:
@@ -133,23 +179,31 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
   main = jax.process_index() == 0
   created = not os.path.exists(workdir)
   config_path = os.path.join(workdir, "config.json")
+  lock = None   # the workdir lock, held from before config.json is written until the run ends
   if main:
+    try:
+      lock = lock_workdir(workdir)
+    except WorkdirBusyError as e:
+      print(f"error: {e}", file=sys.stderr)
+      sys.exit(2)
     print(f"[{experiment}] preset={config.get('preset', '')} workdir={workdir} "
           f"processes={jax.process_count()} devices={jax.device_count()}", flush=True)
-    os.makedirs(workdir, exist_ok=True)
     write_json(config_path, config.to_dict())
   t0 = time.perf_counter()
   try:
     rows = _check_rows(run(config, workdir))
   except core.NonFiniteLossError as e:
+    _unlock(lock)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(3)
   except (ValueError, FileNotFoundError) as e:
     # Bad input found inside run(): leave no trace of this run behind.
-    if main and os.path.exists(config_path) and os.listdir(workdir) == ["config.json"]:
+    if main and os.path.exists(config_path) and set(os.listdir(workdir)) <= {"config.json", LOCK_FILE}:
       os.remove(config_path)
       if created:
+        os.remove(os.path.join(workdir, LOCK_FILE))
         os.rmdir(workdir)
+    _unlock(lock)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
   results = {"experiment": experiment, "preset": str(config.get("preset", "")), "rows": rows,
@@ -158,6 +212,12 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
     write_json(os.path.join(workdir, "results.json"), results)
     print(f"[{experiment}] wrote {os.path.join(workdir, 'results.json')} ({len(rows)} rows, "
           f"{results['wall_s']:.1f}s)", flush=True)
+  _unlock(lock)
+
+
+def _unlock(lock: int | None) -> None:
+  if lock is not None:
+    os.close(lock)   # closing the descriptor drops the flock
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
