@@ -14,8 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from experiments.mlp_digits import make_method
-from jaxml import core
+from jaxml import classifier, core
 from jaxml.data import iterators, offline
 
 FLAGS = flags.FLAGS
@@ -30,7 +29,7 @@ def main(argv):
   train = {"x": data["x_train"].reshape(len(data["x_train"]), -1), "y": data["y_train"]}
   get = iterators.epoch_batches(train, FLAGS.batch_size, seed=0)
   batches = [get(i) for i in range(FLAGS.steps)]
-  method = make_method("mlp", (64, 64), 10)
+  method = classifier.make_method({"kind": "mlp", "hidden": (64, 64), "num_classes": 10})
   optimizer = core.make_optimizer({"name": "adam", "lr": 1e-3})
   params = method.init(jax.random.key(0), train)
   train_step = core.make_train_step(method.loss_fn, optimizer)

@@ -32,16 +32,25 @@ def parse_arg(arg: str | None, presets: tuple[str, ...], **defaults):
   return preset, ml_collections.ConfigDict(values)
 
 
-def base_config() -> ml_collections.ConfigDict:
-  """Sections shared by every experiment: seed, data root, optimizer, loop cadence, mesh."""
+def base_config(*, data_dir: bool = True) -> ml_collections.ConfigDict:
+  """Sections shared by every experiment: seed, data root, optimizer, loop cadence, mesh.
+
+  Every key here must be read by the experiment (tests/test_configs.py checks it), so an
+  experiment whose data needs no root (e.g. sklearn's bundled digits) passes `data_dir=False`.
+  Keys read by `core.train`: optim (all of it, `core.make_optimizer`), num_steps, log_every,
+  checkpoint_every, eval_every, steps_per_dispatch (0: the largest K <= 50 dividing every
+  cadence) and mesh.num_data (0: all devices).
+  """
   config = ml_collections.ConfigDict()
   config.preset = ""
   config.seed = 0
-  # None: $JAXML_DATA_DIR, else data/ in the checkout.
-  config.data_dir = ml_collections.config_dict.placeholder(str)
+  if data_dir:
+    # None: $JAXML_DATA_DIR, else data/ in the checkout.
+    config.data_dir = ml_collections.config_dict.placeholder(str)
   config.optim = ml_collections.ConfigDict(dict(
       name="adam", lr=1e-3, weight_decay=0.0, clip_norm=0.0, schedule="constant", warmup_steps=0))
   config.log_every = 100
   config.checkpoint_every = 0
+  config.steps_per_dispatch = 0   # K training steps per host dispatch; 0: automatic
   config.mesh = ml_collections.ConfigDict(dict(num_data=0))   # 0: all devices
   return config

@@ -11,6 +11,16 @@ results.json is written atomically and only when the run finishes; bad input is 
 before any file is written. A run killed at any moment (kill -9 included) is finished by
 launching the same command again: it resumes from the last complete checkpoint, and
 metrics.jsonl may then repeat the steps logged after that checkpoint (the later line wins).
+
+Strict configs: the launcher records which config leaves the experiment reads. An experiment
+that passes `plan=` to `run_main` reads its whole config in that pure function, which runs
+before the workdir is touched; a `--config.<key>=...` override that the plan did not read
+then fails there, with the same one-line error (exit 2) as an unknown key. Without a plan the
+same check runs after `run` and refuses to write results.json. tests/test_configs.py checks
+that every leaf of every experiment's smoke preset is read.
+
+Compilation cache: JAX's persistent cache is on by default under $JAXML_CACHE_DIR (else
+~/.cache/jaxml/jax_cache); `--nocompilation_cache` or JAXML_COMPILATION_CACHE=0 turn it off.
 """
 
 import datetime
@@ -18,6 +28,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -25,13 +36,15 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 import jax
+import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
 from jaxml import core
 
 __all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
-           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir"]
+           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
+           "track_reads", "config_leaves", "override_keys", "enable_compilation_cache", "cache_dir"]
 
 FLAGS = flags.FLAGS
 
@@ -60,7 +73,90 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_processes", None, "Process count (only off-TPU multihost).")
   flags.DEFINE_integer("process_id", None, "This process's index (only off-TPU multihost).")
   flags.DEFINE_string("cpu_collectives", None, "e.g. 'gloo' for multi-process CPU runs.")
+  flags.DEFINE_bool("compilation_cache", True, "JAX persistent compilation cache under $JAXML_CACHE_DIR or "
+                    "~/.cache/jaxml/jax_cache (JAXML_COMPILATION_CACHE=0 also turns it off).")
   flags.mark_flags_as_required(["config", "workdir"])
+
+
+def cache_dir() -> str:
+  """$JAXML_CACHE_DIR, else <user cache dir>/jaxml/jax_cache."""
+  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.environ.get("JAXML_CACHE_DIR") or os.path.join(root, "jaxml", "jax_cache")
+
+
+def enable_compilation_cache(enabled: bool = True) -> str | None:
+  """Turns on JAX's persistent compilation cache (entry points only); returns its folder or None.
+
+  Every compiled program is kept, however quick its compile: on CPU most compiles take well
+  under JAX's default one-second threshold, and together they dominate a short run.
+  """
+  if not enabled or os.environ.get("JAXML_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    return None
+  path = cache_dir()
+  os.makedirs(path, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
+class _TrackedConfigDict(ml_collections.ConfigDict):
+  """A ConfigDict that records the dotted path of every leaf read (attribute, [] or .get)."""
+
+  def __getitem__(self, key):
+    value = super().__getitem__(key)
+    reads = self.__dict__.get("_jaxml_reads")
+    if reads is not None and isinstance(key, str) and "." not in key and not isinstance(value, ml_collections.ConfigDict):
+      reads.add(self.__dict__["_jaxml_prefix"] + key)
+    return value
+
+
+def track_reads(config: ml_collections.ConfigDict) -> set[str]:
+  """Makes `config` (in place, sub-sections included) record its leaf reads; returns the live set."""
+  reads: set[str] = set()
+
+  def convert(cfg: ml_collections.ConfigDict, prefix: str) -> None:
+    object.__setattr__(cfg, "__class__", _TrackedConfigDict)
+    object.__setattr__(cfg, "_jaxml_reads", reads)
+    object.__setattr__(cfg, "_jaxml_prefix", prefix)
+    for key, value in cfg._fields.items():
+      if isinstance(value, ml_collections.ConfigDict):
+        convert(value, f"{prefix}{key}.")
+
+  convert(config, "")
+  return reads
+
+
+def config_leaves(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+  """Dotted paths of every leaf (a value that is not a section), without reading them."""
+  out = []
+  for key, value in config._fields.items():
+    if isinstance(value, ml_collections.ConfigDict):
+      out += config_leaves(value, f"{prefix}{key}.")
+    else:
+      out.append(f"{prefix}{key}")
+  return out
+
+
+_OVERRIDE = re.compile(r"^--?(?:no)?config\.([^=\s]+)")
+
+
+def override_keys(argv: Iterable[str]) -> list[str]:
+  """Config keys set on the command line (`--config.a.b=...`, `--noconfig.flag`)."""
+  return [m.group(1) for a in argv if (m := _OVERRIDE.match(a))]
+
+
+def _bad_config(e: Exception) -> None:
+  """The one line (and exit 2) for an unknown or unused config key."""
+  print(f"error: bad --config override or config file ({type(e).__name__}: {e}); "
+        "check the key against the config file", file=sys.stderr)
+  sys.exit(2)
+
+
+def _check_overrides(overrides: list[str], reads: set[str], experiment: str, when: str) -> None:
+  unread = [k for k in overrides if k not in reads]
+  if unread:
+    _bad_config(KeyError(f"--config.{unread[0]} is not read by {experiment} {when}; it would be ignored"))
 
 
 def validate_choice(value: Any, allowed: Iterable[Any], what: str) -> None:
@@ -157,25 +253,37 @@ def _check_rows(rows: Any) -> list[dict[str, Any]]:
 
 
 def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
-           validate: Callable[[Any], None] | None = None, argv: Any = None) -> None:
+           validate: Callable[[Any], None] | None = None, plan: Callable[[Any], Any] | None = None,
+           argv: Any = None) -> None:
   """Runs `run(config, workdir)` and writes config.json and results.json.
 
-  `validate(config)` runs before the workdir is touched, so bad names or a missing data root
-  leave nothing behind; errors exit non-zero with one readable line.
+  `plan(config)` (preferred) or `validate(config)` runs before the workdir is touched, so bad
+  names, a missing data root or an override the plan does not read leave nothing behind;
+  errors exit non-zero with one readable line. `plan` is a pure function that reads every
+  config key the run will use (the run may call it again).
   """
   del argv
   if not FLAGS["verbosity"].present:  # orbax logs every save at INFO; keep the console readable
     logging.set_verbosity(logging.WARNING)
+  if "compilation_cache" in FLAGS:
+    enable_compilation_cache(FLAGS.compilation_cache)
   config, workdir = FLAGS.config, FLAGS.workdir
   core.maybe_initialize(FLAGS.multihost, coordinator_address=FLAGS.coordinator_address,
                         num_processes=FLAGS.num_processes, process_id=FLAGS.process_id,
                         cpu_collectives=FLAGS.cpu_collectives)
+  config_dict = config.to_dict()
+  reads = track_reads(config)
+  overrides = override_keys(sys.argv[1:])
   try:
+    if plan is not None:
+      plan(config)
     if validate is not None:
       validate(config)
   except (ValueError, FileNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  if plan is not None:
+    _check_overrides(overrides, reads, experiment, "with these settings")
   main = jax.process_index() == 0
   created = not os.path.exists(workdir)
   config_path = os.path.join(workdir, "config.json")
@@ -188,7 +296,7 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
       sys.exit(2)
     print(f"[{experiment}] preset={config.get('preset', '')} workdir={workdir} "
           f"processes={jax.process_count()} devices={jax.device_count()}", flush=True)
-    write_json(config_path, config.to_dict())
+    write_json(config_path, config_dict)
   t0 = time.perf_counter()
   try:
     rows = _check_rows(run(config, workdir))
@@ -206,6 +314,11 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
     _unlock(lock)
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  if main and os.environ.get("JAXML_CONFIG_READS"):
+    write_json(os.environ["JAXML_CONFIG_READS"], {"experiment": experiment, "leaves": config_leaves(config),
+                                                   "read": sorted(reads)})
+  # Without a plan an unread override is only known now: refuse to report results it did not shape.
+  _check_overrides(overrides, reads, experiment, "(found after the run; results.json not written)")
   results = {"experiment": experiment, "preset": str(config.get("preset", "")), "rows": rows,
              "wall_s": time.perf_counter() - t0, "env": env_info()}
   if main:
@@ -229,9 +342,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
           "--workdir=DIR [--config.key=value ...]", file=sys.stderr)
     sys.exit(2)
   except (KeyError, AttributeError, ValueError, TypeError) as e:
-    print(f"error: bad --config override or config file ({type(e).__name__}: {e}); "
-          "check the key against the config file", file=sys.stderr)
-    sys.exit(2)
+    _bad_config(e)
 
 
 def run_app(main: Callable[[list[str]], None]) -> None:
@@ -241,11 +352,11 @@ def run_app(main: Callable[[list[str]], None]) -> None:
 
 
 def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
-             validate: Callable[[Any], None] | None = None) -> None:
+             validate: Callable[[Any], None] | None = None, plan: Callable[[Any], Any] | None = None) -> None:
   """The whole entry point of an experiment: define the flags, parse them, launch `run`.
 
   Call it under `if __name__ == "__main__":` only, so importing an experiment module (e.g. a
   benchmark reusing its model) defines no required flags.
   """
   define_flags()
-  run_app(lambda argv: launch(run, experiment=experiment, validate=validate, argv=argv))
+  run_app(lambda argv: launch(run, experiment=experiment, validate=validate, plan=plan, argv=argv))

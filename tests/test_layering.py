@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-METHODS = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward")
+METHODS = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward", "classifier")
 
 
 def _imports(path: pathlib.Path) -> set[str]:

@@ -25,8 +25,16 @@ def make_schedule(lr: float, *, schedule: str = "constant", total_steps: int = 0
   return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup_steps), main], [warmup_steps])
 
 
+OPTIM_KEYS = ("name", "lr", "schedule", "total_steps", "warmup_steps", "weight_decay", "clip_norm", "b1", "b2",
+              "momentum")
+
+
 def _opt_hparams(cfg: Mapping[str, Any]) -> dict[str, Any]:
-  """Every optimizer key read once, up front, whatever the optimizer (strict-config tracking)."""
+  """Every optimizer key read once, up front, whatever the optimizer (strict-config tracking);
+  a key this function does not know is an error, not a silently ignored setting."""
+  unknown = sorted(set(cfg.keys()) - set(OPTIM_KEYS))
+  if unknown:
+    raise ValueError(f"unknown optimizer setting(s) {unknown}; expected some of {', '.join(OPTIM_KEYS)}")
   get = cfg.get
   momentum = get("momentum", None)
   return dict(name=str(get("name", "adam")), lr=float(get("lr", 1e-3)), schedule=str(get("schedule", "constant")),

@@ -91,10 +91,17 @@ def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
   return shd.make_mesh(num_data or None, num_model)
 
 
-def make_trainer(method: Method, config: Mapping[str, Any]) -> Trainer:
-  """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps."""
-  optim_cfg = _get(config, "optim", {}) or {}
-  optimizer = make_optimizer(optim_cfg, int(_get(config, "num_steps", 0) or 0), inject_lr=True)
+def make_trainer(method: Method, config: Mapping[str, Any], *,
+                 optimizer: optax.GradientTransformation | None = None) -> Trainer:
+  """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps.
+
+  `optimizer` replaces the one built from the config (e.g. per-group rates via
+  `core.multi_group`); then `config['optim']` is not read and `train(lr=...)` needs an
+  injected `learning_rate` in it.
+  """
+  if optimizer is None:
+    optimizer = make_optimizer(_get(config, "optim", {}) or {}, int(_get(config, "num_steps", 0) or 0),
+                               inject_lr=True)
   if method.frozen:
     optimizer = freeze(optimizer, list(method.frozen))
   ema = _get(config, "ema_decay", None)
@@ -119,7 +126,7 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
           eval_batches: Any = None, select: Selection | None = None, hooks: Sequence[Hook] = (),
           mesh: Mesh | None = None, lr: float | None = None, writer: MetricWriter | None = None,
           sharding_rules: Sequence[tuple[str, PartitionSpec]] | None = None, shard_batch_rows: bool = True,
-          progress: bool = True) -> TrainResult:
+          optimizer: optax.GradientTransformation | None = None, progress: bool = True) -> TrainResult:
   """Trains `method` (or a prebuilt `Trainer`) through `fit`; resumable under `workdir`.
 
   Args:
@@ -138,8 +145,9 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
     hooks: extra host hooks, run with the method's own `method.hooks(ctx)`.
     mesh: default from `config['mesh']` (all devices when absent).
     lr: overrides `config['optim']['lr']`, as an array (no recompilation).
+    optimizer: replaces the optimizer built from `config['optim']` (see `make_trainer`).
   """
-  trainer = method if isinstance(method, Trainer) else make_trainer(method, config)
+  trainer = method if isinstance(method, Trainer) else make_trainer(method, config, optimizer=optimizer)
   method = trainer.method
   num_steps = int(_get(config, "num_steps"))
   log_every = int(_get(config, "log_every", 100) or 100)

@@ -1,1 +1,36 @@
-"""Research metrics as pure array functions."""
+"""Research metrics as pure array functions (numpy/jax arrays in, floats or arrays out).
+
+Every function is importable from the package (`from jaxml.metrics import energy_distance`)
+and from its module (`jaxml.metrics.generative.energy_distance`).
+"""
+
+from jaxml.metrics import calibration, generative, mcmc, mia, ood, ranking, representation
+from jaxml.metrics.calibration import brier, ece, interval_coverage
+from jaxml.metrics.generative import (chamfer_matrix, covariance_error, energy_distance, frechet_distance, kid,
+                                      mmd_rbf, mode_coverage, periodogram_l1, point_cloud_scores,
+                                      sliced_wasserstein)
+from jaxml.metrics.mcmc import bulk_ess, ess, rank_normalize, rank_split_rhat, split_chains, split_rhat
+from jaxml.metrics.mia import cross_entropy, loss_mia_auc, svc_mia_efficacy, true_label_confidence
+from jaxml.metrics.ood import aupr, auroc, fpr_at_tpr
+from jaxml.metrics.ranking import cumulative_score, flag_precision_recall, mae, wilcoxon_paired, zero_one
+from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
+
+__all__ = [
+    # modules
+    "calibration", "generative", "mcmc", "mia", "ood", "ranking", "representation",
+    # calibration
+    "brier", "ece", "interval_coverage",
+    # generative
+    "chamfer_matrix", "covariance_error", "energy_distance", "frechet_distance", "kid", "mmd_rbf", "mode_coverage",
+    "periodogram_l1", "point_cloud_scores", "sliced_wasserstein",
+    # mcmc
+    "bulk_ess", "ess", "rank_normalize", "rank_split_rhat", "split_chains", "split_rhat",
+    # membership inference
+    "cross_entropy", "loss_mia_auc", "svc_mia_efficacy", "true_label_confidence",
+    # out-of-distribution detection
+    "aupr", "auroc", "fpr_at_tpr",
+    # ranking / ordinal
+    "cumulative_score", "flag_precision_recall", "mae", "wilcoxon_paired", "zero_one",
+    # representations
+    "linear_cka", "linear_probe_accuracy",
+]

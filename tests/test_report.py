@@ -1,0 +1,36 @@
+"""Shared report helpers: paired matching, sign test, tables, plot."""
+
+import math
+
+import pytest
+
+from experiments import report
+
+
+def _row(method, dataset, split, value):
+  return {"method": method, "dataset": dataset, "split": split, "seed": 0, "metrics": {"acc": value}, "cost": {}}
+
+
+ROWS = [_row("ours", "a", s, 0.9 + 0.01 * s) for s in range(6)] + \
+       [_row("base", "a", s, 0.8) for s in range(5)] + [_row("base", "b", 0, 0.5)]
+
+
+def test_paired_matches_runs_and_sign_test_counts():
+  a, b = report.paired(ROWS, "ours", "base", "acc")
+  assert len(a) == len(b) == 5                       # split 5 of ours and dataset b of base have no partner
+  st = report.sign_test(a, b)
+  assert (st.wins, st.losses, st.ties) == (5, 0, 0)
+  assert st.p == pytest.approx(2 * 0.5 ** 5)         # exact two-sided binomial
+  assert report.sign_test(a, b, higher_is_better=False)[:2] == (0, 5)
+  assert math.isnan(report.sign_test([1.0], [1.0]).p)
+
+
+def test_compare_and_tables(tmp_path):
+  out = report.compare(ROWS, "ours", "base", "acc")
+  assert out["n"] == 5 and out["wins"] == 5 and out["mean_diff"] == pytest.approx(0.12)
+  assert 0 < out["wilcoxon_p"] < 0.1
+  table = report.pivot_table(ROWS, "acc", higher_is_better=True)
+  assert "**0.9250 ± 0.0171**" in table and "| base | 0.8000 ± 0.0000 | **0.5000** |" in table
+  assert report.fmt_mean_std([None, 1.0]) == "1.0000" and report.fmt_mean_std([]) == "n/a"
+  path = report.bar_plot(ROWS, "acc", str(tmp_path), "acc.png")
+  assert (tmp_path / "acc.png").stat().st_size > 0 and path.endswith("acc.png")
