@@ -63,6 +63,7 @@ def get_config(arg=None):
       max_len=pick(smoke=64, small=128, paper=256),
       embed_batch=64,
       cache_dir=ml_collections.config_dict.placeholder(str),   # None: <workdir>/../.cache or ~/.cache/jaxml
+      path=ml_collections.config_dict.placeholder(str),   # your preferences JSONL; None: shipped HH-RLHF pairs
       seeds=tuple(range(arg.seeds or pick(smoke=1, small=3, paper=5))),
       p_biased=(0.8, 0.2), p_balanced=(0.5, 0.5), p_anti=(0.2, 0.8),
       epochs=pick(smoke=2, small=30, paper=30),

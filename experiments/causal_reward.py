@@ -270,7 +270,7 @@ def build_text_data(config) -> dict[str, Any]:
   from jaxml.data import hh_cues, offline, text
 
   tc = config.text
-  pairs = offline.load_hh_rlhf(root=config.data_dir)
+  pairs = offline.load_hh_rlhf(root=config.data_dir, path=tc.path)
   if tc.max_pairs and tc.max_pairs < len(pairs):
     keep = np.sort(np.random.default_rng([tc.split_seed, 5]).permutation(len(pairs))[:tc.max_pairs])
     pairs = [pairs[i] for i in keep]

@@ -42,8 +42,8 @@ from ml_collections import config_flags
 
 from jaxml import core
 
-__all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "save_plot", "workdir_subdir",
-           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
+__all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
+           "workdir_subdir", "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
            "track_reads", "config_leaves", "override_keys", "enable_compilation_cache", "cache_dir"]
 
 FLAGS = flags.FLAGS
@@ -164,6 +164,17 @@ def validate_choice(value: Any, allowed: Iterable[Any], what: str) -> None:
   allowed = tuple(allowed)
   if value not in allowed:
     raise ConfigError(f"unknown {what} {value!r}; expected one of {', '.join(map(str, allowed))}")
+
+
+def validate_dataset(name: str, allowed: Iterable[str], what: str) -> None:
+  """validate_choice, except that a name with '/' is the path of your own data (formats in
+  data/README.md), which must exist."""
+  from jaxml.data import offline
+  if offline.is_path(name):
+    if not os.path.exists(os.path.expanduser(name)):
+      raise ConfigError(f"{what} path {name} does not exist (a name with '/' is the path of your own data)")
+    return
+  validate_choice(name, allowed, what)
 
 
 def _clean(x: Any) -> float | None:

@@ -41,7 +41,7 @@ def validate(config) -> None:
   allowed = offline.UCI_SMILE_DATASETS if s.protocol == "smile" else tuple(
       d for d in offline.UCI_DATASETS if d not in ("airfoil", "bikesharing"))
   for d in s.datasets:
-    common.validate_choice(d, allowed, f"dataset for protocol {s.protocol!r}")
+    common.validate_dataset(d, allowed, f"dataset for protocol {s.protocol!r}")
   common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
 
 

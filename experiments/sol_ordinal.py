@@ -43,7 +43,7 @@ def parse_noise(spec: str) -> tuple[str, float]:
 
 def validate(config) -> None:
   for name in tuple(config.data.datasets) + tuple(config.noise.sweep_datasets):
-    common.validate_choice(name, DATASETS, "dataset")
+    common.validate_dataset(name, DATASETS, "dataset")
   for m in tuple(config.methods) + tuple(config.noise.sweep_methods):
     common.validate_choice(m, sol.ALL_METHODS, "method")
   for spec in config.noise.settings:
@@ -207,7 +207,7 @@ def summarise(rows: list[dict], setting: str, sol_name: str = "sol") -> dict[str
                    wilcoxon_p=ranking.wilcoxon_paired(a, b))
       pooled_sol += a
       pooled_base += b
-    out["datasets"][ds.split("/")[0]] = entry
+    out["datasets"][ds.rsplit("/", 1)[0]] = entry
   wins = [e for e in out["datasets"].values() if "sol_wins" in e]
   out["sol_wins"] = int(sum(e["beats_all"] for e in wins))
   out["num_datasets"] = len(wins)
@@ -247,7 +247,7 @@ def relabel_table(rows: list[dict], setting: str) -> str:
   by_ds: dict[str, list[dict]] = {}
   for r in rows:
     if r["method"] == "sol" and r["dataset"].endswith("/" + setting):
-      by_ds.setdefault(r["dataset"].split("/")[0], []).append(r["metrics"])
+      by_ds.setdefault(r["dataset"].rsplit("/", 1)[0], []).append(r["metrics"])
   def mean(ms, k):
     vals = np.array([np.nan if m.get(k) is None else m[k] for m in ms], np.float64)
     return float(np.mean(vals[np.isfinite(vals)])) if np.isfinite(vals).any() else float("nan")
@@ -268,7 +268,7 @@ def plot_sweep(rows: list[dict], config, workdir: str) -> None:
     for m in shown:
       pts = {}
       for r in rows:
-        ds, _, setting = r["dataset"].partition("/")
+        ds, _, setting = r["dataset"].rpartition("/")
         if ds == name and r["method"] == m and setting.startswith(kind + ":") and \
             r["split"] in tuple(config.noise.sweep_partitions):
           pts.setdefault(r["metrics"]["noise_rate"], []).append(r["metrics"]["mae"])

@@ -49,16 +49,21 @@ def _kill_when(proc: subprocess.Popen, pattern: str) -> bool:
   return proc.returncode == -signal.SIGKILL
 
 
+class Missed(Exception):
+  """The run ended before the kill could land (the poller missed every write window)."""
+
+
 def _kill_inside_checkpoint_write(workdir, name: str, step: int) -> int:
   """Kills while orbax writes a checkpoint of `name` at `step` or, if that kill came too late, at
   a later one: the write's temporary folder must still exist after the kill (not finalised).
   Returns the step whose write was cut."""
   for s in range(step, 61, 10):
     tmp = os.path.join(workdir, "checkpoints", name, f"{s}.orbax-checkpoint-tmp*")
-    assert _kill_when(_start(workdir), os.path.join(tmp, "default", "*")), "run ended before the kill"
+    if not _kill_when(_start(workdir), tmp):
+      raise Missed(f"{name} step {s}")
     if glob.glob(tmp):
       return s
-  pytest.fail(f"no kill landed inside a checkpoint write of {name} from step {step} on")
+  raise Missed(f"{name} steps {step}..60")
 
 
 def _last_values(workdir) -> dict:
@@ -144,8 +149,15 @@ SLOW_POINTS = ([("mlp_seed0", s) for s in (10, 40, 60)] + [("linear_seed0", s) f
 @pytest.mark.slow
 @pytest.mark.parametrize("name, step", SLOW_POINTS)
 def test_kill9_inside_each_checkpoint_write(tmp_path, reference, name, step):
-  workdir = str(tmp_path / "run")
-  _kill_inside_checkpoint_write(workdir, name, step)
+  for attempt in range(3):     # a loaded machine can hide a ~50 ms write from the poller
+    workdir = str(tmp_path / f"run{attempt}")
+    try:
+      _kill_inside_checkpoint_write(workdir, name, step)
+      break
+    except Missed:
+      continue
+  else:
+    pytest.fail(f"no kill landed inside a checkpoint write of {name} in 3 fresh runs")
   _finish(workdir)
   assert _outcome(workdir) == reference
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxml.data import verify
 
-__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
+__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
            "ORDINAL_DATASETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
            "load_digits", "load_mnist1d", "check_name"]
 
@@ -31,7 +31,23 @@ class DataNotFoundError(FileNotFoundError):
 DataIntegrityError = verify.DataIntegrityError
 
 
+def is_path(name: str) -> bool:
+  """A dataset "name" holding a '/' (or starting with '~') is the path of your own data in the
+  documented format (data/README.md), e.g. `./mydata` or `/data/my_ordinal`."""
+  return "/" in name or os.sep in name or name.startswith("~")
+
+
+def _own(name: str) -> pathlib.Path:
+  path = pathlib.Path(name).expanduser()
+  if not path.exists():
+    raise DataNotFoundError(f"your data {path} does not exist (a dataset name with '/' is a path; "
+                            "formats in data/README.md)")
+  return path
+
+
 def check_name(name: str, allowed: tuple[str, ...], what: str) -> None:
+  if is_path(name):
+    return
   if name not in allowed:
     raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(allowed)}")
 
@@ -76,13 +92,13 @@ UCI_SMILE_DATASETS = ("airfoil", "energy", "bikesharing")
 _UCI_COLUMNS = {"airfoil": (list(range(0, 5)), 5), "bikesharing": (list(range(1, 12)), 12)}
 
 
-def _uci_table(root: pathlib.Path, name: str) -> tuple[np.ndarray, np.ndarray]:
-  data = np.loadtxt(_file(root, "uci", name, "data.txt"))
+def _uci_table(root: pathlib.Path, folder: tuple[str, ...], name: str) -> tuple[np.ndarray, np.ndarray]:
+  data = np.loadtxt(_file(root, *folder, "data.txt"), ndmin=2)
   if name in _UCI_COLUMNS:
     features, target = _UCI_COLUMNS[name]
   else:
-    features = np.loadtxt(_file(root, "uci", name, "index_features.txt"), dtype=int).reshape(-1).tolist()
-    target = int(np.loadtxt(_file(root, "uci", name, "index_target.txt"), dtype=int))
+    features = np.loadtxt(_file(root, *folder, "index_features.txt"), dtype=int).reshape(-1).tolist()
+    target = int(np.loadtxt(_file(root, *folder, "index_target.txt"), dtype=int))
   return data[:, features], data[:, target]
 
 
@@ -98,29 +114,33 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
     validation set is the last `valid_fraction` of a seeded permutation of the train rows.
   protocol "smile": the fixed 70/10/20 `index_smile_{train,valid,test}_<split>` files
     (split in 1..3) for airfoil, energy and bikesharing.
+  `name` may be the path of your own folder in the same layout (data/README.md): data.txt,
+  index_features.txt, index_target.txt and the split files of the protocol.
 
   Returns x_*: [n, d] float32, y_*: [n] float32 (standardised), y_mean, y_std (to undo it),
   and the row indices used.
   """
   check_name(name, UCI_DATASETS, "UCI dataset")
-  base = data_root(root)
-  x, y = _uci_table(base, name)
+  own = is_path(name)
+  base, folder = (_own(name), ()) if own else (data_root(root), ("uci", name))
+  x, y = _uci_table(base, folder, name)
   if protocol == "smile":
     check_name(name, UCI_SMILE_DATASETS, "dataset for the smile protocol")
-    if split not in (1, 2, 3):
+    if not own and split not in (1, 2, 3):
       raise ValueError(f"smile-protocol split must be 1, 2 or 3, got {split}")
-    idx = {part: _indices(base, "uci", name, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
+    idx = {part: _indices(base, *folder, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
   elif protocol == "standard":
     if name in ("airfoil", "bikesharing"):
       raise ValueError(f"{name} has only the smile protocol splits (protocol='smile', split 1..3)")
-    n_splits = int(np.loadtxt(_file(base, "uci", name, "n_splits.txt")))
-    if not 0 <= split < n_splits:
-      raise ValueError(f"{name} has splits 0..{n_splits - 1}, got {split}")
-    train = _indices(base, "uci", name, f"index_train_{split}.txt")
+    if not own or (base / "n_splits.txt").exists():
+      n_splits = int(np.loadtxt(_file(base, *folder, "n_splits.txt")))
+      if not 0 <= split < n_splits:
+        raise ValueError(f"{name} has splits 0..{n_splits - 1}, got {split}")
+    train = _indices(base, *folder, f"index_train_{split}.txt")
     perm = np.random.default_rng(split).permutation(train)
     n_valid = int(round(valid_fraction * len(train)))
     idx = {"train": np.sort(perm[:len(train) - n_valid]), "valid": np.sort(perm[len(train) - n_valid:]),
-           "test": _indices(base, "uci", name, f"index_test_{split}.txt")}
+           "test": _indices(base, *folder, f"index_test_{split}.txt")}
   else:
     raise ValueError(f"unknown protocol {protocol!r}; expected 'standard' or 'smile'")
   (x_train, x_valid, x_test), _, _ = _standardise(x[idx["train"]], x[idx["valid"]], x[idx["test"]])
@@ -154,10 +174,11 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
   Chu sets: the official 20 partitions (`chu_{5,10}bins.npz`, equal-width ranks).
   bank32nh / computer / california: 20 seeded partitions with equal-frequency ranks.
   winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
+  A `name` with '/' is the path of your own folder holding `chu_{bins}bins.npz` (same keys).
   Returns x_train, x_test: float32; y_train, y_test: int32 0-based ranks; num_classes.
   """
   check_name(name, ORDINAL_DATASETS, "ordinal dataset")
-  base = data_root(root)
+  base = _own(name) if is_path(name) else data_root(root)
   if not 0 <= partition < 20:
     raise ValueError(f"partition must be in 0..19, got {partition}")
   if name == "winequality":
@@ -170,8 +191,11 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
   else:
     if bins not in (5, 10):
       raise ValueError(f"bins must be 5 or 10, got {bins}")
-    if name in _CHU:
-      d = np.load(_file(base, "ordinal", name, f"chu_{bins}bins.npz"))
+    if name in _CHU or is_path(name):
+      d = np.load(_file(base, f"chu_{bins}bins.npz") if is_path(name) else
+                  _file(base, "ordinal", name, f"chu_{bins}bins.npz"))
+      if partition >= len(d["X_train"]):
+        raise ValueError(f"{name} has partitions 0..{len(d['X_train']) - 1}, got {partition}")
       x_train, y_train = d["X_train"][partition], d["y_train"][partition].astype(int)
       x_test, y_test = d["X_test"][partition], d["y_test"][partition].astype(int)
     else:
@@ -292,20 +316,37 @@ def _split_last_turn(dialogue: str) -> tuple[str, str]:
   return dialogue[:cut], dialogue[cut + len("\n\nAssistant:"):].strip()
 
 
-def load_hh_rlhf(*, root: str | None = None, limit: int | None = None) -> list[dict[str, str]]:
+def load_hh_rlhf(*, root: str | None = None, limit: int | None = None,
+                 path: str | None = None) -> list[dict[str, str]]:
   """HH-RLHF harmless-base test pairs: {"context", "chosen", "rejected"} (final turns split off).
 
+  `path`: your own preferences JSONL instead (plain or .gz), one pair per line, either HH-style
+  {"chosen", "rejected"} full dialogues or {"context", "chosen", "rejected"} (data/README.md).
   Content warning: red-teaming dialogues; keep them out of logs and fixtures.
   """
-  path = _file(data_root(root), "preferences", "hh_rlhf_harmless_base", "test.jsonl.gz")
+  if path is not None:
+    file = _own(path)
+    file = _file(file.parent, file.name)
+  else:
+    file = _file(data_root(root), "preferences", "hh_rlhf_harmless_base", "test.jsonl.gz")
   pairs = []
-  with gzip.open(path, "rt", encoding="utf-8") as f:
-    for line in f:
+  opener = gzip.open if file.name.endswith(".gz") else open
+  with opener(file, "rt", encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
       if limit is not None and len(pairs) >= limit:
         break
-      rec = json.loads(line)
-      context, chosen = _split_last_turn(rec["chosen"])
-      _, rejected = _split_last_turn(rec["rejected"])
+      if not line.strip():
+        continue
+      try:
+        rec = json.loads(line)
+        if "context" in rec:
+          context, chosen, rejected = str(rec["context"]), str(rec["chosen"]), str(rec["rejected"])
+        else:
+          context, chosen = _split_last_turn(rec["chosen"])
+          _, rejected = _split_last_turn(rec["rejected"])
+      except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{file}:{number}: not a preference pair ({type(e).__name__}: {e}); expected "
+                         'a JSON object with "chosen" and "rejected" (and optionally "context")') from None
       pairs.append({"context": context, "chosen": chosen, "rejected": rejected})
   return pairs
 
