@@ -144,11 +144,17 @@ def auto_steps_per_dispatch(cadences: Sequence[int], *, batch_bytes: int = 0,
 
 
 def _batch_bytes(batch: Any) -> int:
-  return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(batch)))
+  return int(sum(getattr(x, "nbytes", None) or np.asarray(x).nbytes for x in jax.tree.leaves(batch)))
 
 
 def _stack(batches: list[Batch]) -> Batch:
-  return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
+  """K batches -> one batch with a leading K axis (on the host, or on device for jax arrays)."""
+  def stack(*xs):
+    if isinstance(xs[0], jax.Array):
+      return jnp.stack(xs)
+    return np.stack([np.asarray(x) for x in xs])
+
+  return jax.tree.map(stack, *batches)
 
 
 def _batch_getter(batches: Callable[[int], Batch] | Iterable[Batch], start: int) -> Callable[[int], Batch]:
