@@ -172,6 +172,9 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
     extra = method.init_extra(jax.random.split(root)[1], init_params)
   state = create_train_state(init_params, trainer.optimizer, seed, ema=trainer.ema_decay is not None, extra=extra)
   if lr is not None:
+    if optax.tree_utils.tree_get(state.opt_state, "learning_rate") is None:
+      raise ValueError(f"[{name}] lr= needs an optimizer with an injected learning_rate "
+                       "(optax.inject_hyperparams); the one given has none")
     state = state.replace(opt_state=optax.tree_utils.tree_set(state.opt_state,
                                                               learning_rate=jnp.asarray(lr, jnp.float32)))
 
