@@ -228,7 +228,17 @@ def fit(state: TrainState,
   resumed_from = start if resumed else None
   shardings = shd.state_shardings(state, mesh, list(sharding_rules or []))
   state = shd.replicate(state, mesh, shardings)
-  step_fn = shd.compile_train_step(multi_step or make_multi_step(train_step), shardings, mesh,
+  if multi_step is None:
+    # Kept on the step function itself, so later fits of the same train_step find the same
+    # scan (and jax's compiled program) instead of compiling a new one.
+    multi_step = getattr(train_step, "multi_step", None)
+    if multi_step is None:
+      multi_step = make_multi_step(train_step)
+      try:
+        train_step.multi_step = multi_step
+      except AttributeError:
+        pass
+  step_fn = shd.compile_train_step(multi_step, shardings, mesh,
                                    shard_batch_rows=shard_batch_rows, stacked=True)
   get_batch = _batch_getter(batches, start)
   cadences = [log_every, eval_every if eval_fn is not None else 0,

@@ -57,6 +57,23 @@ def make_eval_step(eval_fn: EvalFn, *, use_ema: bool = False) -> Callable[[Train
   return eval_step
 
 
+class _MultiStep:
+  """`lax.scan` of a train step; equal (and hashed) by the step it wraps, so every fit() of
+  the same train_step hits jax's compilation cache instead of tracing a new closure."""
+
+  def __init__(self, train_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]]):
+    self.train_step = train_step
+
+  def __call__(self, state: TrainState, batches: Batch) -> tuple[TrainState, Metrics]:
+    return jax.lax.scan(self.train_step, state, batches)
+
+  def __eq__(self, other: object) -> bool:
+    return isinstance(other, _MultiStep) and other.train_step is self.train_step
+
+  def __hash__(self) -> int:
+    return hash(self.train_step)
+
+
 def make_multi_step(train_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]]
                     ) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
   """K steps in one call: `(state, batches) -> (state, metrics)`, every leaf of `batches` and
@@ -64,9 +81,6 @@ def make_multi_step(train_step: Callable[[TrainState, Batch], tuple[TrainState, 
 
   One host dispatch then runs K optimizer steps, which hides the per-call cost of small
   models; each step is exactly `train_step`, so the step RNG (fold_in by step) is unchanged.
+  Two multi-steps of the same `train_step` compare equal, so repeated fits compile once.
   """
-
-  def multi_step(state: TrainState, batches: Batch) -> tuple[TrainState, Metrics]:
-    return jax.lax.scan(train_step, state, batches)
-
-  return multi_step
+  return _MultiStep(train_step)
