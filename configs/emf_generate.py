@@ -23,7 +23,7 @@ METHODS = ("emf_u", "emf_x1", "fm", "meanflow", "meanflow_split", "shortcut", "c
 
 def get_config(arg=None):
   preset, arg = common.parse_arg(arg, PRESETS, datasets="", seeds=0, steps=0, methods="")
-  config = common.base_config()
+  config = common.base_config(data_dir=False)   # toys are generated, digits/mnist1d need no data root
   config.preset = preset
   smoke, paper = preset == "smoke", preset == "paper"
   default_sets = {"smoke": "digits",

@@ -12,7 +12,8 @@ Presets
          standardised targets); 16-16-16 ReLU -> mu + global log sigma. CPU-sized: the per-chain
          budget is `budget_epochs` epochs of per-example gradients (spec default 1000; reduced here).
   B      the 8 standard 20-split sets, splits 0-4, 50-50 net, metrics in original units.
-  paper  accelerators only: CIFAR-10 through TFDS, jaxml.nn.resnet.ResNet, pSMILE vs SGLD chains.
+  paper  accelerators only: CIFAR-10 through TFDS, jaxml.nn.resnet.ResNet, pSMILE vs SGLD chains
+         (datasets/splits arguments do not apply).
 All budgets are in per-example gradient evaluations (PEG); every sampler gets the same PEG per chain.
 `L = 0` means no partial refresh (L = infinity). The ensemble's optimizer is `config.optim`.
 Keys of methods that do not run are left out (every key is read): choose methods with `methods=`.
@@ -38,10 +39,6 @@ def get_config(arg=None):
   paper = preset == "paper"
   s = ml_collections.ConfigDict()
   s.protocol = {"smoke": "standard", "A": "smile", "B": "standard", "paper": "tfds"}[preset]
-  s.datasets = {"smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"),
-                "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht"),
-                "paper": ("cifar10",)}[preset]
-  s.splits = {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4), "paper": (0,)}[preset]
   s.methods = _tuple(arg.methods) if arg.methods else (ALL_METHODS if not paper else ("psmile", "sgld"))
   methods = set(s.methods)
   s.prior_scale = 1.0
@@ -74,7 +71,13 @@ def get_config(arg=None):
     s.paper_train_limit = 0          # 0: whole split
     s.paper_test_limit = 0
     config.log_every = 100
-    return _finish(config, s, arg)
+    config.smile = s
+    return config
+  s.datasets = _tuple(arg.datasets) if arg.datasets else {
+      "smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"),
+      "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht")}[preset]
+  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4)}[preset]
+  bikes = preset == "A" and "bikesharing" in s.datasets
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
   s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50)}[preset]
   s.noise = "global"
@@ -83,7 +86,7 @@ def get_config(arg=None):
   # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256).
   s.batch_size = 0
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
-  s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if preset == "A" else {})
+  s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
@@ -103,17 +106,9 @@ def get_config(arg=None):
     s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4}[preset]
     # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
     s.mclmc_native_override = ml_collections.ConfigDict(
-        {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if preset == "A" else {})
+        {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if bikes else {})
   s.rhat_points = 100
   s.coverage_draws = 1000
   config.log_every = {"smoke": 100, "A": 500, "B": 500}[preset]
-  return _finish(config, s, arg)
-
-
-def _finish(config, s, arg):
-  if arg.datasets:
-    s.datasets = _tuple(arg.datasets)
-  if arg.splits:
-    s.splits = _tuple(arg.splits, int)
   config.smile = s
   return config

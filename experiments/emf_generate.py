@@ -8,7 +8,7 @@ classifier trained here through core.train on the same training split.
 """
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,31 +30,67 @@ PRIMARY = {"checkerboard": "sw", "8gaussians": "sw", "moons": "sw", "gp": "energ
            "digits": "frechet", "pointclouds": "mmd_cd"}
 
 
-def validate(config) -> None:
-  for d in config.datasets:
+class Plan(NamedTuple):
+  """Everything the run reads from the config, as plain values (built before anything is written)."""
+
+  datasets: tuple[str, ...]
+  methods: tuple[str, ...]
+  seeds: tuple[int, ...]
+  batch_size: int
+  data: dict
+  nets: dict                      # domain -> network kind
+  generators: dict                # (method, kind) -> the package's plain-dict config
+  nfe: dict                       # sampler family -> NFE list
+  train: dict                     # core.train settings of the generators
+  classifier: dict | None         # feature classifier (digits, mnist1d)
+  num_data: int
+
+
+def plan(config) -> Plan:
+  """Validates names and reads every config key the run uses (strict configs)."""
+  datasets, methods = tuple(config.datasets), tuple(config.methods)
+  for d in datasets:
     common.validate_choice(d, DATASETS, "dataset")
-  for m in config.methods:
+  for m in methods:
     common.validate_choice(m, emf.METHODS, "method")
-  for d in dict.fromkeys(_domain(d) for d in config.datasets):
-    common.validate_choice(config.nets[d], NETS, "network")
+  nets = {d: config.nets[d] for d in dict.fromkeys(_domain(d) for d in datasets)}
+  for kind in nets.values():
+    common.validate_choice(kind, NETS, "network")
+  sections = {k: _read(config[k]) for k in ("emf", "meanflow", "fm", "shortcut", "ct") if k in config}
+  generators = {(m, kind): {"method": m, "num_classes": 0, "model": _read(config.model[kind]), **sections}
+                for m in methods for kind in set(nets.values())}
+  train = {"optim": _read(config.optim), "num_steps": int(config.num_steps), "log_every": int(config.log_every),
+           "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch),
+           "ema_decay": float(config.ema_decay)}
+  core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
+  classifier = _read(config.classifier) if {"digits", "mnist1d"} & set(datasets) else None
+  return Plan(datasets, methods, tuple(range(int(config.seed), int(config.seed) + int(config.num_seeds))),
+              int(config.batch_size), _read(config.data), nets, generators,
+              {emf.METHODS[m].sampler: tuple(config.nfe[emf.METHODS[m].sampler]) for m in methods}, train,
+              classifier, int(config.mesh.num_data))
+
+
+def _read(section) -> dict:
+  """A config section as a plain dict, every key read (each one is a field of what it configures)."""
+  return {k: (_read(section[k]) if hasattr(section[k], "keys") else section[k]) for k in section.keys()}
 
 
 def _domain(name: str) -> str:
   return "toy" if name in toys.TOY2D else name
 
 
-def load_domain(name: str, config) -> dict[str, Any]:
+def load_domain(name: str, p: Plan) -> dict[str, Any]:
   """train x (+ y), held-out eval set, a disjoint real 'floor' set of the eval size, and extras."""
-  d = config.data
+  d = p.data
   if name in toys.TOY2D:
-    return toys.toy_domain(name, num_train=d.toy_train, num_eval=d.toy_eval)
+    return toys.toy_domain(name, num_train=d["toy_train"], num_eval=d["toy_eval"])
   if name == "gp":
     (tr, cov), (ev, _), (fl, _) = (toys.gp_functions(n, np.random.default_rng(s))
-                                   for n, s in ((d.gp_train, 200), (d.gp_eval, 201), (d.gp_eval, 202)))
+                                   for n, s in ((d["gp_train"], 200), (d["gp_eval"], 201), (d["gp_eval"], 202)))
     return {"train": tr, "eval": ev, "floor": fl, "cov": cov}
   if name == "pointclouds":
-    (tr, ytr), (ev, _), (fl, _) = (toys.point_clouds(n, np.random.default_rng(s), num_points=d.pc_points)
-                                   for n, s in ((d.pc_train, 500), (d.pc_eval, 501), (d.pc_eval, 502)))
+    (tr, ytr), (ev, _), (fl, _) = (toys.point_clouds(n, np.random.default_rng(s), num_points=d["pc_points"])
+                                   for n, s in ((d["pc_train"], 500), (d["pc_eval"], 501), (d["pc_eval"], 502)))
     return {"train": tr, "y_train": ytr, "eval": ev, "floor": fl}
   if name == "mnist1d":
     raw = offline.load_mnist1d(seed=0)
@@ -63,14 +99,14 @@ def load_domain(name: str, config) -> dict[str, Any]:
     floor_seed = 300
   else:
     raw = offline.load_digits(seed=0)
-    img = config.nets.digits == "unet"
+    img = p.nets["digits"] == "unet"
     prep = lambda a: (2 * a - 1).reshape((len(a), 8, 8, 1) if img else (len(a), 64)).astype(np.float32)
     floor_seed = 400
   floor_rows = np.random.default_rng(floor_seed).permutation(len(raw["x_train"]))[:len(raw["x_test"])]
   out = {"train": prep(raw["x_train"]), "y_train": raw["y_train"], "eval": prep(raw["x_test"]),
          "y_eval": raw["y_test"], "floor": prep(raw["x_train"][floor_rows]), "num_classes": 10}
   if name == "digits":
-    out["dequantize"] = 1.0 / 16 if d.dequantize else 0.0
+    out["dequantize"] = 1.0 / 16 if d["dequantize"] else 0.0
   return out
 
 
@@ -88,15 +124,10 @@ def make_batches(data: dict, batch_size: int, seed: int) -> Callable[[int], dict
   return batch_at
 
 
-def train_cfg(config, optim, num_steps: int, log_every: int, ema_decay: float | None = None) -> dict:
-  return {"optim": optim, "num_steps": num_steps, "log_every": log_every, "eval_every": 0,
-          "checkpoint_every": config.checkpoint_every, "ema_decay": ema_decay}
-
-
-def train_classifier(name: str, data: dict, config, workdir: str, mesh):
+def train_classifier(name: str, data: dict, p: Plan, workdir: str, mesh):
   """MLP classifier (penultimate width 64) trained by core.train; returns (features_fn, test accuracy)."""
-  c = config.classifier
-  feat, head = MLP(tuple(c.hidden)), MLP((data["num_classes"],))
+  c = p.classifier
+  feat, head = MLP(tuple(c["hidden"])), MLP((data["num_classes"],))
   flat = lambda x: jnp.reshape(x, (x.shape[0], -1))
   features = lambda p, x: jax.nn.relu(feat.apply({"params": p["feat"]}, flat(x)))
   logits = lambda p, x: head.apply({"params": p["head"]}, features(p, x))
@@ -104,7 +135,7 @@ def train_classifier(name: str, data: dict, config, workdir: str, mesh):
   def init(rng, batch):
     r1, r2 = jax.random.split(rng)
     f = feat.init(r1, flat(jnp.asarray(batch["x"])))["params"]
-    return {"feat": f, "head": head.init(r2, jnp.zeros((1, c.hidden[-1])))["params"]}
+    return {"feat": f, "head": head.init(r2, jnp.zeros((1, c["hidden"][-1])))["params"]}
 
   def loss_fn(params, batch, rng):
     del rng
@@ -113,8 +144,9 @@ def train_classifier(name: str, data: dict, config, workdir: str, mesh):
             {"accuracy": jnp.mean(lg.argmax(-1) == batch["y"])})
 
   train = {"x": data["train"], "y": data["y_train"]}
-  res = core.train(core.Method(init, loss_fn), iterators.epoch_batches(train, c.batch_size, seed=0),
-                   train_cfg(config, {"name": "adam", "lr": c.lr}, c.steps, max(c.steps // 2, 1)),
+  train_cfg = p.train | {"optim": {"name": "adam", "lr": c["lr"]}, "num_steps": c["steps"],
+                         "log_every": max(c["steps"] // 2, 1), "ema_decay": None}
+  res = core.train(core.Method(init, loss_fn), iterators.epoch_batches(train, c["batch_size"], seed=0), train_cfg,
                    workdir=workdir, name=f"{name}/classifier", seed=0, mesh=mesh,
                    init_params=init(jax.random.key(0), train))
   feat_fn = jax.jit(features)
@@ -143,69 +175,62 @@ def score(name: str, x: np.ndarray, data: dict, feats=None) -> dict[str, float]:
   return out
 
 
-def generator_config(config, method: str, kind: str) -> dict:
-  """The package's config for one method: the shared sections of the experiment config."""
-  sections = {k: config[k] for k in ("emf", "meanflow", "fm", "shortcut", "ct") if k in config}
-  return {"method": method, "num_classes": 0, "model": config.model[kind], **sections}
-
-
 def run(config, workdir: str) -> list[dict]:
-  validate(config)
-  mesh = core.make_mesh(int(config.mesh.num_data) or None)
+  p = plan(config)
+  mesh = core.make_mesh(p.num_data or None)
   rows: list[dict] = []
   samples: dict[tuple[str, str], np.ndarray] = {}
   loaded: dict[str, dict] = {}
-  for name in config.datasets:
-    data = loaded[name] = load_domain(name, config)
+  for name in p.datasets:
+    data = loaded[name] = load_domain(name, p)
     feats, floor = None, {}
     if name in ("digits", "mnist1d"):
       t0 = time.perf_counter()
-      feats, floor["classifier_acc"] = train_classifier(name, data, config, workdir, mesh)
+      feats, floor["classifier_acc"] = train_classifier(name, data, p, workdir, mesh)
       print(f"[emf_generate] {name}: feature classifier test accuracy {floor['classifier_acc']:.3f} "
             f"({time.perf_counter() - t0:.1f}s)", flush=True)
     floor = score(name, data["floor"], data, feats) | floor
     rows.append(common.row(method="real", dataset=name, split=0, seed=0, metrics=floor))
     print(f"[emf_generate] {name}: real-vs-real floor " + " ".join(f"{k}={v:.4g}" for k, v in floor.items()),
           flush=True)
-    for seed in range(int(config.seed), int(config.seed) + int(config.num_seeds)):
-      batches = make_batches(data, config.batch_size, seed)
-      for method in config.methods:
-        gen = emf.make_generator(generator_config(config, method, config.nets[_domain(name)]))
+    for seed in p.seeds:
+      batches = make_batches(data, p.batch_size, seed)
+      for method in p.methods:
+        gen = emf.make_generator(p.generators[(method, p.nets[_domain(name)])])
         params = gen.method.init(jax.random.key(seed), batches(0))
-        res = core.train(gen.method, batches, train_cfg(config, config.optim, config.num_steps, config.log_every,
-                                                        config.ema_decay),
-                         workdir=workdir, name=f"{name}/{method}/s{seed}", seed=seed, mesh=mesh, init_params=params)
+        res = core.train(gen.method, batches, p.train, workdir=workdir, name=f"{name}/{method}/s{seed}", seed=seed,
+                         mesh=mesh, init_params=params)
         cost = {"train_wall_s": res.wall_s, "steps_per_s": res.steps_per_s, "params": core.param_count(params),
-                "steps": config.num_steps, "final_loss": res.train_metrics.get("loss", float("nan"))}
+                "steps": p.train["num_steps"], "final_loss": res.train_metrics.get("loss", float("nan"))}
         sample = jax.jit(gen.sample_fn)
         x0 = jax.random.normal(jax.random.key(10_000 + seed), (len(data["eval"]),) + data["train"].shape[1:])
-        for k in config.nfe[gen.sampler]:
+        for k in p.nfe[gen.sampler]:
           x = np.asarray(sample(res.params, x0, None, jax.random.key(20_000 + seed), jnp.asarray(k, jnp.int32)))
           metrics = {"nfe": k, **score(name, x, data, feats)}
           rows.append(common.row(method=f"{method}@{k}", dataset=name, split=0, seed=seed, metrics=metrics,
                                  cost=cost))
-          if seed == int(config.seed):
+          if seed == p.seeds[0]:
             samples[(name, f"{method}@{k}")] = x
           print(f"[emf_generate] {name} {method} seed {seed} NFE {k}: "
                 + " ".join(f"{m}={v:.4g}" for m, v in metrics.items() if m != "nfe"), flush=True)
-  plot_samples(config, loaded, samples, workdir)
+  plot_samples(p, loaded, samples, workdir)
   print(report.primary_table(rows, PRIMARY), flush=True)
   return rows
 
 
-def plot_samples(config, loaded: dict, samples: dict, workdir: str) -> None:
-  methods = list(config.methods)
-  toys_here = [d for d in config.datasets if d in toys.TOY2D]
+def plot_samples(p: Plan, loaded: dict, samples: dict, workdir: str) -> None:
+  methods = list(p.methods)
+  toys_here = [d for d in p.datasets if d in toys.TOY2D]
   if toys_here:
-    cols = ["real"] + [f"{m}@1" for m in methods] + (["fm@8"] if "fm" in methods and 8 in config.nfe.flow else [])
+    cols = ["real"] + [f"{m}@1" for m in methods] + (["fm@8"] if 8 in p.nfe.get("flow", ()) else [])
     panels = [[(c, loaded[d]["eval"] if c == "real" else samples.get((d, c))) for c in cols] for d in toys_here]
     common.save_plot(report.sample_grid(panels, "scatter"), workdir, "toys_samples.png")
   kinds = {"digits": "image", "mnist1d": "curves", "gp": "curves", "pointclouds": "clouds"}
-  for d in (d for d in kinds if d in config.datasets):
+  for d in (d for d in kinds if d in p.datasets):
     cols = ["real"] + [f"{m}@1" for m in methods] + [f"{m}@2" for m in methods if m != "fm"]
     panels = [[(c, loaded[d]["eval"] if c == "real" else samples.get((d, c))) for c in cols]]
     common.save_plot(report.sample_grid(panels, kinds[d]), workdir, f"{d}_samples.png")
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="emf_generate", validate=validate)
+  common.run_main(run, experiment="emf_generate", plan=plan)

@@ -7,6 +7,8 @@ own budget) and evaluates the posterior predictive on the test rows; one row per
 The `paper` preset runs `jaxml.smile.run_classification` on CIFAR-10 through TFDS.
 """
 
+from typing import NamedTuple
+
 import jax
 import matplotlib
 import numpy as np
@@ -22,24 +24,62 @@ PROTOCOLS = ("smile", "standard", "tfds")
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
 
 
-def validate(config) -> None:
+class Plan(NamedTuple):
+  """Everything the run reads from the config, as plain values (built before anything is written)."""
+
+  seed: int
+  data_dir: str | None
+  datasets: tuple[str, ...]
+  splits: tuple[int, ...]
+  pipeline: dict              # the `jaxml.smile` pipeline settings (a plain dict)
+  budget_epochs: dict         # dataset -> per-chain PEG budget in epochs
+  mclmc_native: dict          # dataset -> overrides of the native MCLMC budget
+  train: dict                 # core.train settings of the ensemble (num_steps set per data set)
+  num_data: int
+
+
+_SMILE = {"smile_naive", "smile", "psmile_naive", "psmile"}
+# Pipeline keys by what runs: (condition on (methods, regression protocol), keys).
+_KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
+                                "budget_epochs", "warmup_frac", "num_samples")),
+         (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
+                               "rhat_points")),
+         (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
+         (lambda m, reg: reg and bool(m & _SMILE), ("L", "same_batch_energy")),
+         (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
+         (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
+         (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),
+         (lambda m, reg: bool(m & {"mclmc", "mclmc_native"}), ("mclmc_energy_var",)),
+         (lambda m, reg: "mclmc_native" in m, ("mclmc_native_tune", "mclmc_native_samples", "mclmc_native_chains")),
+         (lambda m, reg: not reg, ("num_classes", "resnet_stage_sizes", "resnet_width", "paper_dataset",
+                                   "paper_batch", "paper_load_batch", "paper_train_limit", "paper_test_limit")))
+
+
+def plan(config) -> Plan:
+  """Validates names and reads every config key the run uses (strict configs)."""
   s = config.smile
   common.validate_choice(s.protocol, PROTOCOLS, "protocol")
+  methods = set(s.methods)
   for m in s.methods:
     common.validate_choice(m, smile.METHODS, "method")
-  if s.protocol == "tfds":
-    return
-  allowed = offline.UCI_SMILE_DATASETS if s.protocol == "smile" else tuple(
-      d for d in offline.UCI_DATASETS if d not in ("airfoil", "bikesharing"))
-  for d in s.datasets:
-    common.validate_dataset(d, allowed, f"dataset for protocol {s.protocol!r}")
-  common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
-
-
-def train_cfg(config, num_steps: int, log_every: int) -> dict:
-  """The ensemble's training settings: config.optim reaches the members' optimizer here."""
-  return {"optim": config.optim, "num_steps": num_steps, "log_every": log_every, "eval_every": 0,
-          "checkpoint_every": config.checkpoint_every}
+  reg = s.protocol != "tfds"
+  pipeline = {k: s[k] for cond, keys in _KEYS if cond(methods, reg) for k in keys}
+  train = {"optim": {k: config.optim[k] for k in config.optim.keys()}, "log_every": int(config.log_every),
+           "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch)}
+  core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
+  datasets, splits, budget, native = (), (), {}, {}
+  if reg:
+    common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
+    allowed = offline.UCI_SMILE_DATASETS if s.protocol == "smile" else tuple(
+        d for d in offline.UCI_DATASETS if d not in ("airfoil", "bikesharing"))
+    datasets, splits = tuple(s.datasets), tuple(int(i) for i in s.splits)
+    for d in datasets:
+      common.validate_dataset(d, allowed, f"dataset for protocol {s.protocol!r}")
+      budget[d] = float(s.budget_epochs_override.get(d, s.budget_epochs))
+      over = s.mclmc_native_override.get(d, {}) if "mclmc_native" in methods else {}
+      native[d] = {k: int(over[k]) for k in over.keys()}
+  return Plan(int(config.seed), config.data_dir, datasets, splits, pipeline, budget, native, train,
+              int(config.mesh.num_data))
 
 
 def member_batches(train: dict, batch_size: int, seed: int, k: int) -> list:
@@ -48,34 +88,33 @@ def member_batches(train: dict, batch_size: int, seed: int, k: int) -> list:
 
 
 def run(config, workdir: str) -> list[dict]:
-  validate(config)
-  s = config.smile
-  mesh = core.make_mesh(int(config.mesh.num_data) or None)
-  if s.protocol == "tfds":
-    return run_paper(config, workdir, mesh)
-  seed = int(config.seed)
+  p = plan(config)
+  s = p.pipeline
+  mesh = core.make_mesh(p.num_data or None)
+  if s["protocol"] == "tfds":
+    return run_paper(p, workdir, mesh)
   rows: list[dict] = []
-  for dataset in s.datasets:
+  for dataset in p.datasets:
     samplers = None       # one set of compiled runners serves every split of the same shapes
-    for split in s.splits:
-      data = offline.load_uci(dataset, split, protocol=s.protocol, root=config.data_dir)
+    for split in p.splits:
+      data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
-        samplers = smile.make_samplers(s, data_size=n, budget_epochs=s.budget_epochs_override.get(dataset, s.budget_epochs),
-                                       mclmc_native=s.mclmc_native_override.get(dataset, {}))
+        samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],
+                                       mclmc_native=p.mclmc_native[dataset])
       b, per_epoch, steps = smile.member_plan(s, n)
-      member_seed = seed * 100 + split
+      log_every = per_epoch * max(p.train["log_every"] // per_epoch, 1)   # epoch-aligned: K steps per dispatch
+      member_seed = p.seed * 100 + split
       train = {"x": data["x_train"], "y": data["y_train"]}
-      log_every = per_epoch * max(int(config.log_every) // per_epoch, 1)   # epoch-aligned: K steps per dispatch
-      results = smile.run_split(s, train_cfg(config, steps, log_every), samplers, data,
-                                member_batches(train, b, member_seed, int(s.num_members)), seed=member_seed,
-                                chain_key=jax.random.key(seed * 7919 + split), rng=np.random.default_rng([seed, split]),
-                                steps_per_epoch=per_epoch, workdir=workdir, name=f"members_{dataset}_{split}",
-                                mesh=mesh)
+      results = smile.run_split(s, p.train | {"num_steps": steps, "log_every": log_every}, samplers, data,
+                                member_batches(train, b, member_seed, int(s["num_members"])), seed=member_seed,
+                                chain_key=jax.random.key(p.seed * 7919 + split),
+                                rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
+                                workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s", flush=True)
-        rows.append(common.row(method=method, dataset=dataset, split=split, seed=seed, metrics=metrics, cost=cost))
+        rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
   make_plot(rows, workdir)
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
           ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
@@ -85,12 +124,12 @@ def run(config, workdir: str) -> list[dict]:
   return rows
 
 
-def _load_tfds(split: str, config, limit: int) -> dict:
+def _load_tfds(split: str, p: Plan, limit: int) -> dict:
   """Materialises a TFDS split as numpy arrays (chains index the whole training set on device)."""
   from jaxml.data import tfds as tfds_data
-  s = config.smile
-  it = tfds_data.make_tfds_batches(s.paper_dataset, split=split, batch_size=int(s.paper_load_batch), seed=0,
-                                   data_dir=config.data_dir, shuffle=False, num_epochs=1)
+  s = p.pipeline
+  it = tfds_data.make_tfds_batches(s["paper_dataset"], split=split, batch_size=int(s["paper_load_batch"]), seed=0,
+                                   data_dir=p.data_dir, shuffle=False, num_epochs=1)
   xs, ys = [], []
   for batch in it:
     xs.append(batch["x"])
@@ -101,22 +140,22 @@ def _load_tfds(split: str, config, limit: int) -> dict:
   return {"x": x[:limit] if limit else x, "y": y[:limit] if limit else y}
 
 
-def run_paper(config, workdir: str, mesh) -> list[dict]:
+def run_paper(p: Plan, workdir: str, mesh) -> list[dict]:
   """Accelerator preset: K ResNet members (core.train), then pSMILE and SGLD chains on CIFAR-10."""
   from jaxml.nn.resnet import ResNet
-  s = config.smile
-  seed = int(config.seed)
-  train = _load_tfds("train", config, int(s.paper_train_limit))
-  test = _load_tfds("test", config, int(s.paper_test_limit))
-  net = ResNet(num_classes=int(s.num_classes), stage_sizes=tuple(s.resnet_stage_sizes), width=int(s.resnet_width))
-  b = min(int(s.paper_batch), len(train["y"]))
+  s = p.pipeline
+  train = _load_tfds("train", p, int(s["paper_train_limit"]))
+  test = _load_tfds("test", p, int(s["paper_test_limit"]))
+  net = ResNet(num_classes=int(s["num_classes"]), stage_sizes=tuple(s["resnet_stage_sizes"]),
+               width=int(s["resnet_width"]))
+  b = min(int(s["paper_batch"]), len(train["y"]))
   results = smile.run_classification(
-      s, train_cfg(config, int(s.member_max_steps), int(config.log_every)), lambda p, x: net.apply({"params": p}, x),
-      lambda r, x: net.init(r, x)["params"], train, test, member_batches(train, b, seed, int(s.num_members)),
-      seed=seed, batch_size=b, workdir=workdir, mesh=mesh)
+      s, p.train | {"num_steps": int(s["member_max_steps"])}, lambda prm, x: net.apply({"params": prm}, x),
+      lambda r, x: net.init(r, x)["params"], train, test, member_batches(train, b, p.seed, int(s["num_members"])),
+      seed=p.seed, batch_size=b, workdir=workdir, mesh=mesh)
   for method, (metrics, _) in results.items():
-    print(f"[smile_uci] {s.paper_dataset} {method}: {metrics}", flush=True)
-  return [common.row(method=m, dataset=s.paper_dataset, split=0, seed=seed, metrics=met, cost=cost)
+    print(f"[smile_uci] {s['paper_dataset']} {method}: {metrics}", flush=True)
+  return [common.row(method=m, dataset=s["paper_dataset"], split=0, seed=p.seed, metrics=met, cost=cost)
           for m, (met, cost) in results.items()]
 
 
@@ -151,4 +190,4 @@ def make_plot(rows: list[dict], workdir: str) -> None:
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="smile_uci", validate=validate)
+  common.run_main(run, experiment="smile_uci", plan=plan)
