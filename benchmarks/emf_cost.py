@@ -53,8 +53,10 @@ def build(method, model, shape, batch_size, aux_rows):
   batch = {"x": jnp.asarray(np.random.default_rng(0).normal(size=(batch_size,) + shape), jnp.float32)}
   params = gen.method.init(jax.random.key(0), batch)
   opt = core.make_optimizer({"name": "adamw", "lr": 1e-4, "b2": 0.95})
-  state = core.create_train_state(params, opt, 0, ema=True, extra=gen.extra)
-  step = jax.jit(core.make_train_step(gen.method.loss_fn, opt, ema_decay=0.999, uses_extra=gen.uses_extra),
+  uses_extra = gen.method.init_extra is not None
+  extra = gen.method.init_extra(jax.random.key(1), params) if uses_extra else None
+  state = core.create_train_state(params, opt, 0, ema=True, extra=extra)
+  step = jax.jit(core.make_train_step(gen.method.loss_fn, opt, ema_decay=0.999, uses_extra=uses_extra),
                  donate_argnums=0)
   t0 = time.perf_counter()
   compiled = step.lower(state, batch).compile()

@@ -28,4 +28,4 @@ def test_unknown_names_are_rejected():
   import pytest
   config = cfg_mod.get_config("smoke:datasets=cifar")
   with pytest.raises(ValueError, match="dataset"):
-    emf_generate.validate(config)
+    emf_generate.plan(config)

@@ -42,11 +42,11 @@ def test_unknown_names_rejected():
   config = cfg_module.get_config("smoke")
   config.smile.methods = ("psmile", "nuts")
   with pytest.raises(ValueError, match="unknown method"):
-    smile_uci.validate(config)
+    smile_uci.plan(config)
   config = cfg_module.get_config("A")
   config.smile.datasets = ("boston",)
   with pytest.raises(ValueError, match="dataset"):
-    smile_uci.validate(config)
+    smile_uci.plan(config)
 
 
 def test_presets_build():
