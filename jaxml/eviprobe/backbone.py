@@ -198,17 +198,17 @@ def train_backbone(model: nn.Module, batch: Mapping[str, np.ndarray], *, seed: i
                   "val_ce": float(best["val_ce"].mean())}
 
 
-def _apply_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
+def forward_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
   return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
 
 
 # Module-level jits keyed on the (hashable) Flax module: equal backbones share compiled code.
-forward = jax.jit(_apply_eval, static_argnums=0)
+forward = jax.jit(forward_eval, static_argnums=0)
 forward.__doc__ = "forward(model, params, batch) -> {logits, q, z} with dropout off (jitted)."
 
 
 def _ensemble_logits(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> jax.Array:
-  return jax.vmap(lambda p: _apply_eval(model, p, batch)["logits"])(params)
+  return jax.vmap(lambda p: forward_eval(model, p, batch)["logits"])(params)
 
 
 ensemble_logits = jax.jit(_ensemble_logits, static_argnums=0)
