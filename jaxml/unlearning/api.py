@@ -19,7 +19,7 @@ import optax
 from jaxml import core
 from jaxml.unlearning import losses
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.training import FitOutput, run_fit
 from jaxml.unlearning.transform import make_transform
 
@@ -84,14 +84,18 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
   """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard or zero-shot objective.
 
   Standard batch: zr [B, D], yr [B], zf [B, D], wf [B], zref [B, D]. Zero-shot batch: zf, wf.
+  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight` (`batch_values`),
+  so the compiled step depends only on `step_structure(config)`.
   """
   cfg = _cfg(config)
   transform = make_transform(cfg["transform"], cfg["hidden"])
-  kw = dict(beta=float(cfg["beta"]), num_samples=int(cfg["num_samples"]), noise_scale=float(cfg["noise_scale"]))
+  noisy = bool(cfg["noise_scale"])
 
   def loss_fn(params, batch, rng, extra=None):
     del extra
     t_fn = lambda z: transform.apply({"params": params["transform"]}, z)  # noqa: E731
+    kw = dict(beta=value(batch, "beta"), num_samples=int(cfg["num_samples"]),
+              noise_scale=value(batch, "noise_scale") if noisy else 0.0)
     if cfg["zero_shot"]:
       stats = jax.lax.stop_gradient(params["stats"])
       return losses.zero_shot_objective(t_fn, batch["zf"], batch["wf"], _prototypes(cfg, params),
@@ -100,11 +104,24 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
     if cfg["label_weight"]:
       logits = model_lib.head_logits(model, jax.lax.stop_gradient(params["model"]), t_fn(batch["zr"]))
       ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["yr"]).mean()
-      loss = loss + cfg["label_weight"] * ce
+      loss = loss + value(batch, "label_weight") * ce
       aux = aux | {"label_ce": ce}
     return loss, aux
 
   return loss_fn
+
+
+def batch_values(config: Mapping[str, Any] | None) -> dict[str, float]:
+  """The float settings the loss reads from the batch (see `make_loss_fn`)."""
+  cfg = _cfg(config)
+  return {k: float(cfg[k]) for k in ("beta", "noise_scale", "label_weight")}
+
+
+def step_structure(config: Mapping[str, Any] | None) -> tuple:
+  """What shapes the compiled RU step: the non-float settings plus whether the noise and the
+  label-aware term are on (their values travel in the batch)."""
+  cfg = _cfg(config)
+  return structure(cfg) + (("noisy", bool(cfg["noise_scale"])), ("label_term", bool(cfg["label_weight"])))
 
 
 def make_eval_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
@@ -237,6 +254,7 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
   num_steps = steps_for_epochs(forget_idx.size, bsz, float(cfg["epochs"]), minimum=int(cfg["min_steps"]))
   y_train = np.asarray(y_train, np.int32)
 
+  values = batch_values(cfg)
   if cfg["zero_shot"]:
     f_local = index_stream(f_pos, bsz, seed, 1)
 
@@ -255,9 +273,9 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
       ra, _ = all_rows(step)
       return {"zr": z_all[rr], "yr": y_train[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
 
-  traced = {k: v for k, v in cfg.items() if k not in ("lr", "epochs", "min_steps")}
-  key = ("representation_unlearning", tuple(sorted((k, str(v)) for k, v in traced.items())), model)
-  fit = run_fit(params, make_loss_fn(cfg, model), make_optimizer(cfg), batch_fn, num_steps=num_steps,
+  key = ("representation_unlearning", step_structure(cfg), model)
+  fit = run_fit(params, make_loss_fn(cfg, model), make_optimizer(cfg), with_values(batch_fn, bsz, **values),
+                num_steps=num_steps,
                 seed=seed, cache=cache, cache_key=key, name="ru_zs" if cfg["zero_shot"] else "ru",
                 progress=progress, mesh=mesh)
   return UnlearnOutput(fit.params, fit, encode_s, warm_s + encode_s + fit.wall_s, encode_s + fit.steady_s)

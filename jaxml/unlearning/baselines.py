@@ -36,7 +36,7 @@ from jaxml import core
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.api import batched_apply, cached_encoder
 from jaxml.unlearning.losses import weighted_mean
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.task import UnlearningTask
 from jaxml.unlearning.training import FitOutput, run_fit
 
@@ -111,15 +111,8 @@ def _adam(lr: float) -> optax.GradientTransformation:
   return optax.inject_hyperparams(optax.adam)(learning_rate=float(lr))
 
 
-# Hyper-parameters that never enter a loss closure (lr sits in the optimizer state, epochs and
-# step floors only change the number of steps): excluded from the compile-cache key.
-_NOT_TRACED = ("lr", "epochs", "min_steps", "gamma_l1", "noise_lr", "impair_lr", "repair_lr", "noise_steps",
-               "impair_steps", "repair_steps", "max_epochs", "min_epochs", "retain_fraction", "mask_fraction", "eps")
-
-
 def _key(name: str, hp: Mapping[str, Any], model: nn.Module, *extra: Hashable) -> Hashable:
-  traced = tuple(sorted((k, str(v)) for k, v in hp.items() if k not in _NOT_TRACED))
-  return (name, traced, model, *extra)
+  return (name, structure(hp), model, *extra)
 
 
 def _fit(name, params, loss_fn, optimizer, batch_fn, num_steps, seed, extra, cache, hp, model) -> FitOutput:
@@ -207,11 +200,12 @@ def _neggrad_plus(hp, model, params0, task, seed, cache):
   def loss_fn(params, batch, rng, extra):
     ce_r = _ce(f(params, batch["xr"]), batch["yr"])
     ce_f = _ce(f(params, batch["xf"]), batch["yf"], batch["wf"])
-    return alpha * ce_r - (1.0 - alpha) * ce_f, {"retain_ce": ce_r, "forget_ce": ce_f}
+    return value(batch, "alpha") * ce_r - value(batch, "one_minus_alpha") * ce_f, {"retain_ce": ce_r, "forget_ce": ce_f}
 
   steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
-  fit = _fit("neggrad_plus", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed), steps, seed,
-             None, cache, hp, model)
+  # 1 - alpha is formed on the host (in double precision, as before) and sent as its own value.
+  batches = with_values(_rf_batches(task, bsz, seed), bsz, alpha=alpha, one_minus_alpha=1.0 - alpha)
+  fit = _fit("neggrad_plus", params0, loss_fn, _adam(hp["lr"]), batches, steps, seed, None, cache, hp, model)
   return fit, 0.0
 
 
@@ -323,7 +317,6 @@ def _salun(hp, model, params0, task, seed, cache):
 
 def _scrub(hp, model, params0, task, seed, cache):
   f, bsz = _apply(model), int(hp["batch_size"])
-  alpha, gamma = float(hp["alpha"]), float(hp["gamma"])
   n_max = steps_for_epochs(task.forget_idx.size, bsz, 1.0) if task.forget_idx.size else 0
   n_min = steps_for_epochs(task.retain_idx.size, bsz, 1.0)
   phases = []
@@ -332,7 +325,7 @@ def _scrub(hp, model, params0, task, seed, cache):
       phases += [1.0] * n_max
     phases += [0.0] * n_min
   phases = np.asarray(phases, np.float32)
-  base = _rf_batches(task, bsz, seed)
+  base = with_values(_rf_batches(task, bsz, seed), bsz, alpha=float(hp["alpha"]), gamma=float(hp["gamma"]))
 
   def batch_fn(step):
     return base(step) | {"phase": np.full(bsz, phases[step], np.float32)}
@@ -344,7 +337,7 @@ def _scrub(hp, model, params0, task, seed, cache):
     kl_r = jnp.mean(_kl(f(teacher, batch["xr"]), logits_r))
     ce_r = _ce(logits_r, batch["yr"])
     phase = jnp.mean(batch["phase"])
-    loss = phase * (-kl_f) + (1.0 - phase) * (alpha * kl_r + gamma * ce_r)
+    loss = phase * (-kl_f) + (1.0 - phase) * (value(batch, "alpha") * kl_r + value(batch, "gamma") * ce_r)
     return loss, {"forget_kl": kl_f, "retain_kl": kl_r, "retain_ce": ce_r}
 
   fit = _fit("scrub", params0, loss_fn, _adam(hp["lr"]), batch_fn, len(phases), seed,
@@ -358,14 +351,14 @@ def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps
   f = _apply(model)
 
   def build():
-    def labels(p, xb, yb):
+    def labels(p, xb, yb, step):
       g = jax.grad(lambda xx: jnp.sum(optax.softmax_cross_entropy_with_integer_labels(f(p, xx), yb)))(xb)
-      return jnp.argmax(f(p, xb + eps * jnp.sign(g)), axis=-1)
+      return jnp.argmax(f(p, xb + step * jnp.sign(g)), axis=-1)
     return jax.jit(labels)
 
-  labels = _cached(cache, ("fgsm", model, float(eps)), build)
-
-  out = [np.asarray(labels(params, xb, yb))[:n] for xb, yb, _, n in _padded_chunks(x, y, chunk)]
+  labels = _cached(cache, ("fgsm", model), build)
+  step = np.float32(eps)
+  out = [np.asarray(labels(params, xb, yb, step))[:n] for xb, yb, _, n in _padded_chunks(x, y, chunk)]
   return np.concatenate(out).astype(np.int32) if out else np.zeros(0, np.int32)
 
 
@@ -393,7 +386,7 @@ def _boundary_shrink(hp, model, params0, task, seed, cache):
 
 
 def _bad_teacher(hp, model, params0, task, seed, cache):
-  f, bsz, temp = _apply(model), int(hp["batch_size"]), float(hp["temperature"])
+  f, bsz = _apply(model), int(hp["batch_size"])
   rng = np.random.default_rng([seed, 13])
   n_keep = max(1, int(round(float(hp["retain_fraction"]) * task.retain_idx.size)))
   retain_sub = np.sort(rng.choice(task.retain_idx, n_keep, replace=False))
@@ -401,20 +394,22 @@ def _bad_teacher(hp, model, params0, task, seed, cache):
 
   def loss_fn(params, batch, rng, extra):
     good, incompetent = jax.lax.stop_gradient(extra["teacher"]), jax.lax.stop_gradient(extra["bad"])
+    temp = value(batch, "temperature")
     kl_r = jnp.mean(_kl(f(good, batch["xr"]), f(params, batch["xr"]), temp))
     kl_f = weighted_mean(_kl(f(incompetent, batch["xf"]), f(params, batch["xf"]), temp), batch["wf"])
     return kl_r + kl_f, {"retain_kl": kl_r, "forget_kl": kl_f}
 
   steps = steps_for_epochs(n_keep + task.forget_idx.size, bsz, hp["epochs"])
-  fit = _fit("bad_teacher", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain_idx=retain_sub),
-             steps, seed, {"teacher": params0, "bad": bad}, cache, hp, model)
+  batches = with_values(_rf_batches(task, bsz, seed, retain_idx=retain_sub), bsz, temperature=float(hp["temperature"]))
+  fit = _fit("bad_teacher", params0, loss_fn, _adam(hp["lr"]), batches, steps, seed, {"teacher": params0, "bad": bad},
+             cache, hp, model)
   return fit, 0.0
 
 
 def _head_only(hp, model, params0, task, seed, cache):
   """RU's objective with the head as the trainable map (logit space): retain logits stay put,
   forget logits move to the logits of reference rows of D (mean squared distance)."""
-  bsz, beta = int(hp["batch_size"]), float(hp["beta"])
+  bsz = int(hp["batch_size"])
   t0 = time.perf_counter()
   enc = cached_encoder(model, params0, cache)
   z_all = batched_apply(enc, task.x_train)
@@ -427,7 +422,8 @@ def _head_only(hp, model, params0, task, seed, cache):
     rr, _ = r_stream(step)
     rf, wf = f_stream(step)
     ra, _ = a_stream(step)
-    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
+    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra],
+            "hp_beta": np.full(bsz, hp["beta"], np.float32)}
 
   def loss_fn(params, batch, rng, extra):
     h = lambda p, z: model_lib.head_logits(model, p, z)  # noqa: E731
@@ -438,7 +434,7 @@ def _head_only(hp, model, params0, task, seed, cache):
     spread = jnp.mean(jnp.sum((target - t_mean) ** 2, axis=-1))
     per_row = jnp.sum((h(params, batch["zf"]) - t_mean) ** 2, axis=-1) + spread
     l_f = weighted_mean(per_row, batch["wf"])
-    return l_r + beta * l_f, {"retain_loss": l_r, "forget_loss": l_f}
+    return l_r + value(batch, "beta") * l_f, {"retain_loss": l_r, "forget_loss": l_f}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
   opt = core.freeze(_adam(hp["lr"]), [r"^encoder/"])
@@ -459,7 +455,6 @@ def _emmn(hp, model, params0, task, seed, cache):
   signs = np.asarray([-1.0] * (k * len(forget)) + [1.0] * (k * len(keep)), np.float32)
   shape = task.x_train.shape[1:]
   noise0 = jax.random.normal(jax.random.key(seed + 7), (labels.size,) + shape, jnp.float32)
-  lam = float(hp["noise_l2"])
   total_wall = total_steady = 0.0
 
   def noise_loss(params, batch, rng, extra):
@@ -467,9 +462,9 @@ def _emmn(hp, model, params0, task, seed, cache):
     per = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
     reg = jnp.mean(jnp.sum(params["noise"].reshape(labels.size, -1) ** 2, axis=-1))
     # Error-maximising rows (sign -1) ascend CE of the forgotten class; error-minimising rows descend.
-    return jnp.mean(batch["sign"] * per) + lam * reg, {"noise_ce": jnp.mean(per)}
+    return jnp.mean(batch["sign"] * per) + value(batch, "noise_l2") * reg, {"noise_ce": jnp.mean(per)}
 
-  noise_batch = {"y": labels, "sign": signs}
+  noise_batch = {"y": labels, "sign": signs, "hp_noise_l2": np.full(labels.size, hp["noise_l2"], np.float32)}
   fit = run_fit({"noise": noise0}, noise_loss, _adam(hp["noise_lr"]), lambda s: noise_batch,
                 num_steps=int(hp["noise_steps"]), seed=seed, extra={"model": params0}, cache=cache,
                 cache_key=_key("emmn_noise", hp, model, labels.size), name="emmn_noise")
@@ -495,11 +490,11 @@ def _emmn(hp, model, params0, task, seed, cache):
 def _jit(hp, model, params0, task, seed, cache):
   """JiT: smooth the model around each forget input (no labels, no retained data)."""
   f, bsz = _apply(model), int(hp["batch_size"])
-  sigma, kk = float(hp["sigma"]), int(hp["num_perturb"])
+  kk = int(hp["num_perturb"])
 
   def loss_fn(params, batch, rng, extra):
     x = batch["xf"]
-    xi = sigma * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
+    xi = value(batch, "sigma") * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
     p = jax.nn.softmax(f(params, x))
     p_xi = jax.nn.softmax(f(params, (x[None] + xi).reshape((-1,) + x.shape[1:]))).reshape((kk,) + p.shape)
     # sqrt(. + tiny): the norm's gradient is undefined at 0 (identical outputs).
@@ -509,8 +504,8 @@ def _jit(hp, model, params0, task, seed, cache):
     return lip, {"lipschitz": lip}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
-  fit = _fit("jit", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain=False), steps, seed,
-             None, cache, hp, model)
+  batches = with_values(_rf_batches(task, bsz, seed, retain=False), bsz, sigma=float(hp["sigma"]))
+  fit = _fit("jit", params0, loss_fn, _adam(hp["lr"]), batches, steps, seed, None, cache, hp, model)
   return fit, 0.0
 
 
