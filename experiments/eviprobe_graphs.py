@@ -1,8 +1,9 @@
 """X-EviProbe on frozen GNNs: OOD and misclassification detection under GPN-style shifts.
 
 For every dataset x split x init: train the backbone (stacked with the deep-ensemble members,
-member 0 is "the" backbone) through core.train with validation selection and early stopping,
-saved with orbax and restored, fit every post-hoc method on the clean graph
+member 0 is "the" backbone) through core.train with validation selection and early stopping
+(checkpointed under checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit every
+post-hoc method on the clean graph
 (`jaxml.eviprobe.pipeline`), then score every shift setting:
   loc                 leave-out-classes (poisoning; the backbone never saw those labels)
   normal, bernoulli   feature perturbation of 10% of non-train nodes (evasion)
@@ -62,6 +63,12 @@ def load(config, name: str) -> dict:
 
 def _features(config, x: np.ndarray) -> dict:
   return bb.sparse_features(x) if config.data.features == "sparse" else {"x": x}
+
+
+def train_config(config) -> dict:
+  """What core.train reads: the optimizer (config.optim), one full-batch step per epoch."""
+  return dict(optim=config.optim, num_steps=int(config.train.max_epochs), eval_every=int(config.train.eval_every),
+              log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=config.mesh)
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:
@@ -148,19 +155,19 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
                      train_mask=tr_mask.astype(np.float32), val_mask=va_mask.astype(np.float32))
         seed = 1000 * split + init
         t0 = time.perf_counter()
-        ckpt = common.workdir_subdir(workdir, "checkpoints", dname, poison, f"split{split}_init{init}")
-        _, tinfo = bb.train_backbone(model, batch, seed=seed, optim=dict(config.optim),
-                                     max_epochs=int(config.train.max_epochs), patience=int(config.train.patience),
-                                     ckpt_dir=ckpt, l2=float(config.train.l2), num_members=num_members,
-                                     eval_every=int(config.train.eval_every), log_every=int(config.log_every),
-                                     writer=writer, name=f"{dname}_{poison}_s{split}", progress=bool(config.progress))
-        stacked = bb.restore_params(model, batch, ckpt, num_members=num_members)
+        res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
+                         lambda _step: batch, train_config(config), workdir=workdir, seed=seed,
+                         name=f"{dname}/{poison}/split{split}_init{init}", writer=writer,
+                         init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
+                         select=bb.selection(int(config.train.patience), int(config.train.eval_every)),
+                         shard_batch_rows=False, progress=bool(config.progress))
+        stacked = res.params
         train_s = time.perf_counter() - t0
         params = bb.member(stacked, 0) if num_members > 1 else stacked
         fitted = pl.fit_posthoc(config, model, params, batch, np.flatnonzero(tr_mask), np.flatnonzero(va_mask), k,
                                 seed=seed)
-        print(f"[eviprobe_graphs] {dname} split {split} init {init} {poison}: backbone {tinfo['epochs']:.0f} epochs "
-              f"(best {tinfo['best_epoch']:.0f}, {train_s:.1f}s)", flush=True)
+        print(f"[eviprobe_graphs] {dname} split {split} init {init} {poison}: backbone {int(res.state.step)} epochs "
+              f"(best {np.mean(res.best.step):.0f}, {train_s:.1f}s)", flush=True)
         for setting in [s for s in config.settings if ("loc" if s == "loc" else "clean") == poison]:
           t1, rng = time.perf_counter(), jax.random.key(7919 * split + init)
           if setting.endswith("_isolated"):

@@ -8,7 +8,6 @@ from jaxml import core
 from jaxml.metrics import mia
 from jaxml.unlearning import api, baselines
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning import training
 from jaxml.unlearning.sampling import with_values
 from tests.unlearning.helpers import gaussian_task
 
@@ -62,14 +61,14 @@ def test_retrain_never_sees_forget_rows(trained, monkeypatch):
   x[task.forget_idx] = np.nan          # any forget row reaching the model would make it non-finite
   task = task._replace(x_train=x)
   seen = []
-  real_fit = core.fit
+  real_train = core.train
 
-  def recording_fit(state, train_step, batches, *, num_steps, **kw):
-    for step in range(num_steps):
+  def recording_train(trainer, batches, config, **kw):
+    for step in range(int(config["num_steps"])):
       seen.append(np.asarray(batches(step)["ir"]))
-    return real_fit(state, train_step, batches, num_steps=num_steps, **kw)
+    return real_train(trainer, batches, config, **kw)
 
-  monkeypatch.setattr(training.core, "fit", recording_fit)
+  monkeypatch.setattr(core, "train", recording_train)
   out = baselines.run_baseline("retrain", MODEL, params, task, seed=1, overrides=TRAIN)
   rows = np.concatenate(seen)
   assert np.intersect1d(rows, task.forget_idx).size == 0
