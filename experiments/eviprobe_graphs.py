@@ -36,20 +36,34 @@ SETTINGS = ("loc", "normal", "bernoulli", "normal_isolated", "bernoulli_isolated
 BASELINES, ABLATIONS, OURS = pl.BASELINES, pl.ABLATIONS, pl.OURS
 
 
-def validate(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> None:
-  for d in config.data.datasets:
+def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dict:
+  """Validates names and reads every config key (before anything is written); returns the
+  sections the package reads as plain dicts."""
+  data = dict(config.data) | {"csbm": dict(config.data.csbm)}
+  for d in data["datasets"]:
     common.validate_choice(d, DATASETS, "dataset")
-  if "npz" in config.data.datasets and not config.data.path:
+  if "npz" in data["datasets"] and not data["path"]:
     raise common.ConfigError("dataset 'npz' needs data.path (a gnn-benchmark npz file)")
+  common.validate_choice(data["features"], ("dense", "sparse"), "feature format")
   for s in config.settings:
     common.validate_choice(s, SETTINGS + tuple(shifts or {}), "setting")
   for b in config.baselines:
     common.validate_choice(b, BASELINES, "baseline")
   for a in config.ablations:
     common.validate_choice(a, tuple(ABLATIONS), "ablation")
-  common.validate_choice(config.backbone.name, bb.BACKBONES, "backbone")
-  common.validate_choice(config.data.features, ("dense", "sparse"), "feature format")
-  pl.probe_configs(config)
+  backbone = dict(config.backbone)
+  common.validate_choice(backbone["name"], bb.BACKBONES, "backbone")
+  posthoc = {k: dict(config[k]) for k in ("eviprobe", "gnnsafe", "gkde", "epn")}
+  posthoc.update(baselines=tuple(config.baselines), ablations=tuple(config.ablations),
+                 mc_samples=int(config.mc_samples))
+  pl.probe_configs(posthoc)
+  train = dict(config.train)
+  core.make_optimizer(dict(config.optim))
+  return dict(data=data, backbone=backbone, posthoc=posthoc, train=train, shift=dict(config.shift),
+              data_dir=config.data_dir, seed=int(config.seed), ensemble_size=int(config.ensemble_size),
+              settings=tuple(config.settings), isolated_datasets=tuple(config.isolated_datasets),
+              splits=tuple(config.splits), inits=tuple(config.inits), progress=bool(config.progress),
+              core_train=train_config(config))
 
 
 def load(config, name: str) -> dict:
@@ -67,8 +81,8 @@ def _features(config, x: np.ndarray) -> dict:
 
 def train_config(config) -> dict:
   """What core.train reads: the optimizer (config.optim), one full-batch step per epoch."""
-  return dict(optim=config.optim, num_steps=int(config.train.max_epochs), eval_every=int(config.train.eval_every),
-              log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=config.mesh)
+  return dict(optim=dict(config.optim), num_steps=int(config.train.max_epochs), eval_every=int(config.train.eval_every),
+              log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=dict(config.mesh))
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:
@@ -79,13 +93,13 @@ def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) ->
   return builtin | dict(shifts or {})
 
 
-def _isolated_rows(config, fitted, model, params, stacked, batch, x_clean, masks, id_test, labels, setting, split,
+def _isolated_rows(config, posthoc, fitted, model, params, stacked, batch, x_clean, masks, id_test, labels, setting, split,
                    rng) -> list[tuple[str, dict, dict]]:
   nodes = graph_shift.isolated_nodes(masks["test_mask"], int(config.shift.isolated_nodes), split)
   rows = graph_shift.perturb_features(x_clean, nodes, setting.split("_")[0], split,
                                       scale=float(config.shift.normal_scale), p=float(config.shift.bernoulli_p))[nodes]
-  iso = pl.isolated_scores(config, fitted, model, params, batch, nodes, rows)
-  clean = pl.score_all(config, fitted, model, params, batch, rng=rng, stacked=stacked)
+  iso = pl.isolated_scores(posthoc, fitted, model, params, batch, nodes, rows)
+  clean = pl.score_all(posthoc, fitted, model, params, batch, rng=rng, stacked=stacked)
   id_nodes = np.flatnonzero(id_test)
   out = []
   for m, sc in iso["scores"].items():
@@ -97,7 +111,7 @@ def _isolated_rows(config, fitted, model, params, stacked, batch, x_clean, masks
   return out
 
 
-def _scored_rows(config, fitted, scores, ood_nodes, id_nodes, labels, train_s) -> list[tuple[str, dict, dict]]:
+def _scored_rows(fitted, scores, ood_nodes, id_nodes, labels, train_s) -> list[tuple[str, dict, dict]]:
   out = []
   for m, (sc, secs) in scores.items():
     met = pl.metrics_for(sc, ood_nodes, id_nodes, labels)
@@ -130,7 +144,8 @@ def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str
 
 def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> list[dict]:
   """The whole benchmark; `shifts` adds user-defined evasion settings (names listed in config.settings)."""
-  validate(config, shifts)
+  p = plan(config, shifts)
+  posthoc = p["posthoc"]
   shift_fns = shift_functions(config, shifts)
   rows: list[dict] = []
   writer = core.MetricWriter(workdir)
@@ -153,7 +168,7 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
         model = bb.make_backbone(dict(config.backbone), x_clean.shape[1], k)
         batch = dict(_features(config, x_clean), edges=edges, labels=labels,
                      train_mask=tr_mask.astype(np.float32), val_mask=va_mask.astype(np.float32))
-        seed = 1000 * split + init
+        seed = p["seed"] + 1000 * split + init
         t0 = time.perf_counter()
         res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
                          lambda _step: batch, train_config(config), workdir=workdir, seed=seed,
@@ -164,18 +179,18 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
         stacked = res.params
         train_s = time.perf_counter() - t0
         params = bb.member(stacked, 0) if num_members > 1 else stacked
-        fitted = pl.fit_posthoc(config, model, params, batch, np.flatnonzero(tr_mask), np.flatnonzero(va_mask), k,
+        fitted = pl.fit_posthoc(posthoc, model, params, batch, np.flatnonzero(tr_mask), np.flatnonzero(va_mask), k,
                                 seed=seed)
         print(f"[eviprobe_graphs] {dname} split {split} init {init} {poison}: backbone {int(res.state.step)} epochs "
               f"(best {np.mean(res.best.step):.0f}, {train_s:.1f}s)", flush=True)
         for setting in [s for s in config.settings if ("loc" if s == "loc" else "clean") == poison]:
-          t1, rng = time.perf_counter(), jax.random.key(7919 * split + init)
+          t1, rng = time.perf_counter(), jax.random.key(p["seed"] + 7919 * split + init)
           if setting.endswith("_isolated"):
             if dname not in config.isolated_datasets:
               continue
             if config.data.features != "dense":
               raise common.ConfigError("isolated settings need data.features='dense'")
-            new = _isolated_rows(config, fitted, model, params, stacked, batch, x_clean, masks, id_test, labels,
+            new = _isolated_rows(config, posthoc, fitted, model, params, stacked, batch, x_clean, masks, id_test, labels,
                                  setting, split, rng)
           else:
             if setting == "loc":
@@ -186,8 +201,8 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
               b = dict(batch, **_features(config, shifted["features"]), edges=shifted["graph"]["edges"])
               ood_nodes = np.flatnonzero(masks["test_mask"] & shifted["mask"])
               id_nodes = np.flatnonzero(masks["test_mask"] & ~shifted["mask"])
-            scores = pl.score_all(config, fitted, model, params, b, rng=rng, stacked=stacked)
-            new = _scored_rows(config, fitted, scores, ood_nodes, id_nodes, labels, train_s)
+            scores = pl.score_all(posthoc, fitted, model, params, b, rng=rng, stacked=stacked)
+            new = _scored_rows(fitted, scores, ood_nodes, id_nodes, labels, train_s)
           cell = f"{dname}:{setting}"
           rows += [common.row(method=m, dataset=cell, split=split, seed=init, metrics=met, cost=cost)
                    for m, met, cost in new]
@@ -204,4 +219,4 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="eviprobe_graphs", validate=validate)
+  common.run_main(run, experiment="eviprobe_graphs", validate=plan)

@@ -23,7 +23,7 @@ from experiments import common, report  # noqa: E402
 from jaxml import core  # noqa: E402
 from jaxml.data import offline  # noqa: E402
 from jaxml.data import unlearning_splits as splits  # noqa: E402
-from jaxml.unlearning import baselines, runner  # noqa: E402
+from jaxml.unlearning import api, baselines, runner  # noqa: E402
 from jaxml.unlearning import evaluate as ev  # noqa: E402
 from jaxml.unlearning import model as model_lib  # noqa: E402
 from jaxml.unlearning.task import UnlearningTask  # noqa: E402
@@ -38,7 +38,9 @@ LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "finetune": "FT", "
           "retrain": "Retrain", "original": "Original"}
 
 
-def validate(config) -> None:
+def plan(config) -> dict:
+  """Validates names and reads every config key (before anything is written): each method's
+  settings are checked against the package's, each grid against its method."""
   for d in config.datasets:
     common.validate_choice(d, DATASETS, "dataset")
   for r in config.regimes:
@@ -47,6 +49,23 @@ def validate(config) -> None:
     common.validate_choice(m, METHODS, "method")
   if not config.seeds:
     raise common.ConfigError("need at least one seed")
+  p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
+       "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
+       "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
+                        "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh)},
+       "settings": {m: settings(config, m) for m in ("original", "retrain", *runner.RU_METHODS,
+                                                      *config.baselines.keys())}}
+  core.make_optimizer(p["train_config"]["optim"])
+  for name, hp in p["settings"].items():     # unknown keys fail here, not mid-run
+    if name not in runner.RU_METHODS:
+      baselines.hyperparameters("retrain" if name == "original" else name, hp)
+    elif set(hp) - set(api.DEFAULTS):
+      raise common.ConfigError(f"unknown {name} settings {sorted(set(hp) - set(api.DEFAULTS))}")
+  p["grids"] = {m: (g["param"], tuple(g["values"])) for m, g in config.grids.items()}
+  for m, (param, _) in p["grids"].items():
+    if param not in p["settings"].get(m, {}):
+      raise common.ConfigError(f"grid of {m!r} varies {param!r}, which is not one of its settings")
+  return p
 
 
 # --------------------------------------------------------------------------- data
@@ -111,40 +130,41 @@ def make_model(config, dataset: str, num_classes: int):
 # --------------------------------------------------------------------------- runs
 def settings(config, name: str) -> dict:
   """A method's settings from the config: config.ru / config.ru_zs, config.baselines.<name>,
-  and the shared training recipe (config.train) for the original model and Retrain."""
+  and for the original model and Retrain the shared recipe (config.train at config.optim.lr)."""
   if name in runner.RU_METHODS:
-    return config[name].to_dict()
+    return dict(config[name])
   if name in ("original", "retrain"):
-    return config.train.to_dict()
-  return config.baselines[name].to_dict()
+    return dict(config.train) | {"lr": float(config.optim.lr)}
+  return dict(config.baselines[name])
 
 
-def tune_cell(config, data, regime, model, cache) -> tuple[dict[str, dict], dict[str, Any]]:
+def tune_cell(config, p, data, regime, model, cache) -> tuple[dict[str, dict], dict[str, Any]]:
   """Validation forget split: pick each method's grid value with the smallest Avg. Gap."""
   task = make_task(config, data, regime, 0, validation=True)
-  seed = 1000
-  orig = runner.run_method("original", settings(config, "original"), model, None, task, seed=seed, cache=cache)
-  rt = runner.run_method("retrain", settings(config, "retrain"), model, orig.params, task, seed=seed, cache=cache)
+  seed, st, tc = p["seed"] + 1000, p["settings"], p["train_config"]
+  orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
+  rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
   ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
   chosen, log = {}, {}
   for name in config.methods:
-    grid = config.grids.get(name)
-    if grid is None:
+    if name not in p["grids"]:
       continue
-    best, gaps = runner.tune(name, settings(config, name), grid["param"], grid["values"], model, orig.params, task,
-                             ref, seed=seed, cache=cache)
+    param, values = p["grids"][name]
+    best, gaps = runner.tune(name, st[name], param, values, model, orig.params, task, ref, seed=seed, cache=cache,
+                             train_config=tc)
     if best is not None:
-      chosen[name] = {grid["param"]: best}
-      log[name] = {"param": grid["param"], "chosen": best,
+      chosen[name] = {param: best}
+      log[name] = {"param": param, "chosen": best,
                    "gaps": {str(k): (v if np.isfinite(v) else None) for k, v in gaps.items()}}
   return chosen, log
 
 
-def run_cell_seed(config, cell, task, model, chosen, seed, cache) -> list[dict]:
+def run_cell_seed(config, p, cell, task, model, chosen, seed, cache) -> list[dict]:
   """Original, Retrain and every method on one forget split; rows with metrics and costs."""
   rows: list[dict] = []
-  orig = runner.run_method("original", settings(config, "original"), model, None, task, seed=seed, cache=cache)
-  rt = runner.run_method("retrain", settings(config, "retrain"), model, orig.params, task, seed=seed, cache=cache)
+  st, tc = p["settings"], p["train_config"]
+  orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
+  rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
   out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
   ref = ev.unlearning_metrics(out_rt, task)
 
@@ -152,7 +172,7 @@ def run_cell_seed(config, cell, task, model, chosen, seed, cache) -> list[dict]:
     m = ev.unlearning_metrics(out, task)
     m["avg_gap"] = ev.avg_gap(m, ref)
     m |= ev.divergences(out, out_rt, task)
-    if config.representation_checks:
+    if p["representation_checks"]:
       m |= ev.representation_checks(out, out_orig, task, seed=seed)
     cost = {"wall_s": run.wall_s, "steady_s": run.steady_s, "steps": run.num_steps,
             "rte": run.steady_s / rt.steady_s, "rte_wall": run.wall_s / rt.wall_s}
@@ -167,8 +187,8 @@ def run_cell_seed(config, cell, task, model, chosen, seed, cache) -> list[dict]:
         f"MIA*={ref['MIA']:.1f}", flush=True)
   for method in config.methods:
     try:
-      run = runner.run_method(method, settings(config, method) | chosen.get(method, {}), model, orig.params, task,
-                              seed=seed, cache=cache)
+      run = runner.run_method(method, st[method] | chosen.get(method, {}), model, orig.params, task, seed=seed,
+                              cache=cache, train_config=tc)
     except baselines.NotApplicable as e:
       print(f"[unlearning] {cell} seed {seed} {method}: not applicable ({e})", flush=True)
       continue
@@ -204,7 +224,7 @@ def _style(method: str) -> dict:
 
 
 def run(config, workdir: str) -> list[dict]:
-  validate(config)
+  p = plan(config)
   rows: list[dict] = []
   tuning: dict[str, Any] = {}
   caches: dict[Any, dict] = {}   # compiled steps, shared by every cell and seed with the same model
@@ -215,13 +235,14 @@ def run(config, workdir: str) -> list[dict]:
       model = make_model(config, dataset, make_task(config, data, regime, 0).num_classes)
       cache = caches.setdefault(model, {})
       chosen: dict[str, dict] = {}
-      if config.tune:
+      if p["tune"]:
         t0 = time.perf_counter()
-        chosen, tuning[cell] = tune_cell(config, data, regime, model, cache)
+        chosen, tuning[cell] = tune_cell(config, p, data, regime, model, cache)
         print(f"[unlearning] {cell} tuned in {time.perf_counter() - t0:.1f}s: "
               + ", ".join(f"{k}={list(v.values())[0]:g}" for k, v in chosen.items()), flush=True)
-      for seed in config.seeds:
-        rows += run_cell_seed(config, cell, make_task(config, data, regime, seed), model, chosen, seed, cache)
+      for s in config.seeds:
+        seed = p["seed"] + s
+        rows += run_cell_seed(config, p, cell, make_task(config, data, regime, seed), model, chosen, seed, cache)
   if jax.process_index() == 0:
     common.write_json(os.path.join(workdir, "tuning.json"), tuning)
     methods = ["original", "retrain", *config.methods]
@@ -236,4 +257,4 @@ def run(config, workdir: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="unlearning", validate=validate)
+  common.run_main(run, experiment="unlearning", validate=plan)

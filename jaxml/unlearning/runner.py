@@ -59,16 +59,19 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,
-               seed: int, cache: MutableMapping[Hashable, Any] | None = None) -> RunOutput:
+               seed: int, cache: MutableMapping[Hashable, Any] | None = None,
+               train_config: Mapping[str, Any] | None = None) -> RunOutput:
   """Runs method `name` from the trained classifier `params0` ("original" trains it on all rows and
   ignores params0; "retrain" trains on the retained rows). Raises baselines.NotApplicable when a
-  method does not apply to the task (e.g. a class-level method on random forgetting)."""
+  method does not apply to the task (e.g. a class-level method on random forgetting).
+  `train_config`: what core.train reads besides the learning rate (optim, log_every, mesh)."""
   if name not in METHODS:
     raise ValueError(f"unknown unlearning method {name!r}; expected one of {', '.join(METHODS)}")
   if name in RU_METHODS:
     cfg = _ru_settings(name, config)
     out = api.unlearn(cfg, model, params0, task.x_train, task.y_train, task.retain_idx, task.forget_idx,
-                      num_classes=task.num_classes, forget_classes=task.forget_classes, seed=seed, cache=cache)
+                      num_classes=task.num_classes, forget_classes=task.forget_classes, seed=seed, cache=cache,
+                      train_config=train_config)
     s = api._cfg(cfg)
     pred = _cached(cache, ("ru_predict", model, s["transform"], tuple(s["hidden"])),
                    lambda: api.make_predict_fn(cfg, model))
@@ -76,21 +79,25 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
   plain = predictor(model, cache)
   if name == "original":
     fit = baselines.train_classifier(baselines.hyperparameters("retrain", config), model, task,
-                                     np.arange(task.x_train.shape[0]), seed=seed, cache=cache, name="original")
+                                     np.arange(task.x_train.shape[0]), seed=seed, cache=cache, name="original",
+                                     train_config=train_config)
     return RunOutput(fit.params, lambda x: plain(fit.params, x), fit.wall_s, fit.steady_s, fit.num_steps)
-  out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache)
+  out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache,
+                               train_config=train_config)
   return RunOutput(out.params, lambda x: plain(out.params, x), out.wall_s, out.steady_s, out.num_steps)
 
 
 def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequence[Any], model, params0: Any,
          task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
-         cache: MutableMapping[Hashable, Any] | None = None) -> tuple[Any, dict[Any, float]]:
+         cache: MutableMapping[Hashable, Any] | None = None,
+         train_config: Mapping[str, Any] | None = None) -> tuple[Any, dict[Any, float]]:
   """The value of `param` among `values` with the smallest Avg. Gap to `reference` (Retrain's
   metrics on `task`); a diverged run scores inf. Returns (best or None if not applicable, gaps)."""
   gaps: dict[Any, float] = {}
   for v in values:
     try:
-      out = run_method(name, dict(config or {}) | {param: v}, model, params0, task, seed=seed, cache=cache)
+      out = run_method(name, dict(config or {}) | {param: v}, model, params0, task, seed=seed, cache=cache,
+                       train_config=train_config)
     except baselines.NotApplicable:
       return None, {}
     except core.NonFiniteLossError:

@@ -60,24 +60,24 @@ def test_unknown_names_rejected():
   config = cfg_module.get_config("smoke")
   config.baselines = ("msp", "odin")
   with pytest.raises(ValueError, match="unknown baseline"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
   config = cfg_module.get_config("smoke")
   config.settings = ("loc", "halved")
   with pytest.raises(ValueError, match="unknown setting"):
-    eviprobe_graphs.validate(config)            # a user shift must be passed to run(shifts=...)
+    eviprobe_graphs.plan(config)            # a user shift must be passed to run(shifts=...)
   config = cfg_module.get_config("smoke:dataset=pubmed")
   with pytest.raises(ValueError, match="unknown dataset"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
   config = cfg_module.get_config("smoke")
   config.eviprobe.propagation = "diffusion"
   with pytest.raises(ValueError, match="unknown propagation"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
 
 
 def test_presets_build():
   for preset in cfg_module.PRESETS:
     config = cfg_module.get_config(preset)
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
   config = cfg_module.get_config("small:dataset=cora+citeseer,splits=3,backbone=gat")
   assert config.data.datasets == ("cora", "citeseer") and config.splits == (0, 1, 2)
   assert config.backbone.name == "gat"
