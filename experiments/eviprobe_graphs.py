@@ -82,7 +82,8 @@ def _features(config, x: np.ndarray) -> dict:
 def train_config(config) -> dict:
   """What core.train reads: the optimizer (config.optim), one full-batch step per epoch."""
   return dict(optim=dict(config.optim), num_steps=int(config.train.max_epochs), eval_every=int(config.train.eval_every),
-              log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=dict(config.mesh))
+              log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=dict(config.mesh),
+              steps_per_dispatch=int(config.steps_per_dispatch))
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:
@@ -219,4 +220,4 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="eviprobe_graphs", validate=plan)
+  common.run_main(run, experiment="eviprobe_graphs", plan=plan)

@@ -52,7 +52,8 @@ def plan(config) -> dict:
   p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
        "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
-                        "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh)},
+                        "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
+                        "steps_per_dispatch": int(config.steps_per_dispatch)},
        "settings": {m: settings(config, m) for m in ("original", "retrain", *runner.RU_METHODS,
                                                       *config.baselines.keys())}}
   core.make_optimizer(p["train_config"]["optim"])
@@ -257,4 +258,4 @@ def run(config, workdir: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="unlearning", validate=plan)
+  common.run_main(run, experiment="unlearning", plan=plan)

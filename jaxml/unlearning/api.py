@@ -185,13 +185,16 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
                name: str = "unlearn", progress: bool = False, mesh: Any = None) -> FitOutput:
   """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
 
-  `train_config` supplies `optim` (default Adam), `log_every` and `mesh`; `lr` is injected as an
+  `train_config` supplies `optim` (default Adam), `log_every`, `checkpoint_every` (used only with a
+  workdir, which these in-memory runs do not have), `steps_per_dispatch` and `mesh`; `lr` is injected as an
   array. The `core.Trainer` is kept in `cache` under `key` (which must name everything the loss
   closure reads, see `sampling.structure`), so runs differing in arrays compile once.
   """
   tc = dict(train_config or {})
   cfg = {"optim": dict(tc.get("optim") or {"name": "adam"}), "num_steps": int(num_steps),
-         "log_every": int(tc.get("log_every", 1000) or 1000), "mesh": tc.get("mesh")}
+         "log_every": int(tc.get("log_every", 1000) or 1000), "mesh": tc.get("mesh"),
+         "checkpoint_every": int(tc.get("checkpoint_every", 0) or 0),
+         "steps_per_dispatch": int(tc.get("steps_per_dispatch", 0) or 0)}
   if num_steps <= 0:
     return FitOutput(params, 0.0, 0.0, 0, float("nan"))
   schedule_key = () if cfg["optim"].get("schedule", "constant") == "constant" else (num_steps,)
