@@ -24,6 +24,7 @@ from jaxml.data import offline
 from jaxml.data import unlearning_splits as splits
 from jaxml.unlearning import api, baselines
 from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.sampling import with_values
 from jaxml.unlearning.task import UnlearningTask
 
 RU = dict(beta=0.01, lr=1e-2, min_steps=25, epochs=5.0, batch_size=128)
@@ -75,13 +76,15 @@ def main() -> None:
       t_ru = statistics.median(ru().wall_s for _ in range(args.repeats))
       # FLOPs: one compiled step of each, times the number of steps (+ one encoder pass for RU).
       x, y = task.x_train[:128], task.y_train[:128].astype(np.int32)
-      f_rt = step_flops(baselines._ce_retain_loss(model), baselines._adam(1e-3), orig.params,
+      f_rt = step_flops(baselines._ce_retain_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
+                        orig.params,
                         {"xr": x, "yr": y, "ir": np.zeros(128, np.int32)})
       z = np.asarray(model_lib.encode(model, orig.params, x))
       stats = api.class_statistics(task.y_train, 10, task.forget_classes, 1.0)
+      ru_batch = {"zr": z, "yr": y, "zf": z, "wf": np.ones(128, np.float32), "zref": z}
       f_ru = step_flops(api.make_loss_fn(RU, model), api.make_optimizer(RU),
                         api.init_params(RU, jax.random.key(0), orig.params, z.shape[-1], stats),
-                        {"zr": z, "yr": y, "zf": z, "wf": np.ones(128, np.float32), "zref": z})
+                        with_values(lambda step: ru_batch, 128, **api.batch_values(RU))(0))
       enc = _flops(jax.jit(lambda xx: model_lib.encode(model, orig.params, xx)).lower(
           jnp.asarray(task.x_train)).compile())
       ratio_flops = (un.fit.num_steps * f_ru + enc) / (rt.num_steps * f_rt)

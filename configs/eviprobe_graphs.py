@@ -4,7 +4,7 @@
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:small --workdir=runs/eviprobe_small
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:full --workdir=runs/eviprobe_full  # accelerator
   # any gnn-benchmark npz graph:
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke,path=/data/amazon_photo.npz ...
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke:path=/data/amazon_photo.npz ...
 
 Presets: smoke = one dataset (Cora-ML), one split, LOC only, short training (CI, < 1 min);
 small = Cora-ML, CiteSeer, Cora x {LOC, normal, bernoulli} + isolated variants (40 nodes) on Cora-ML,

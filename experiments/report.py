@@ -16,7 +16,7 @@ import math
 import os
 import sys
 from collections import defaultdict
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 from absl import app, flags
@@ -242,6 +242,191 @@ def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
         for k in range(depth):
           axes[i * depth + k, j].scatter(x[k, :, 0], x[k, :, 1], s=1)
           axes[i * depth + k, j].set_xlim(-1.6, 1.6), axes[i * depth + k, j].set_ylim(-1.6, 1.6)
+# ----------------------------------------------------------------------------------- shared summaries
+# Tables, sign tests and plots shared by the experiments' summary.md files (rows as common.row builds them).
+
+def mean_std(vals: list[float | None], digits: int = 1, scale: float = 1.0) -> str:
+  """'m ± s' over the finite values (just 'm' for one value, 'n/a' for none)."""
+  vals = [scale * v for v in vals if v is not None and np.isfinite(v)]
+  if not vals:
+    return "n/a"
+  return f"{np.mean(vals):.{digits}f} ± {np.std(vals):.{digits}f}" if len(vals) > 1 else f"{vals[0]:.{digits}f}"
+
+
+def wins_losses(ours: list[float | None], theirs: list[float | None]) -> tuple[int, int, float]:
+  """Paired two-sided sign test: (wins, losses, p); ties and missing pairs are dropped."""
+  from scipy.stats import binomtest
+  pairs = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None]
+  w, l_ = sum(a > b for a, b in pairs), sum(a < b for a, b in pairs)
+  return w, l_, (binomtest(w, w + l_).pvalue if w + l_ else float("nan"))
+
+
+def _values(rows: list[dict], method: str, cell: str, key: str, src: str = "metrics") -> list:
+  return [r[src].get(key) for r in rows if r["method"] == method and r["dataset"] == cell]
+
+
+def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], settings: tuple[str, ...],
+                 metric: str = "ood_auroc", second: str = "misc_auroc",
+                 names: tuple[str, str] = ("OOD AUROC", "misclassification AUROC")) -> str:
+  """Per setting (cells named 'dataset:setting'): a table of metric (and second) in % per method,
+  then per cell the best baseline by mean metric, ours, the relative gain and a sign test over
+  paired (split, seed) rows; a pooled sign test over all cells closes the text. `names`: how the
+  two metrics are written in the text."""
+  cells = sorted({r["dataset"] for r in rows})
+  methods = [ours, *baselines] + sorted({r["method"] for r in rows} - {ours, *baselines})
+  present = [s for s in settings if any(c.endswith(":" + s) for c in cells)]
+  lines, gains, pooled_w, pooled_l = [], [], 0, 0
+  for setting in present:
+    scells = [c for c in cells if c.endswith(":" + setting)]
+    lines += [f"\n### Setting `{setting}` ({names[0]} / {names[1]}, %, mean ± std over splits)\n",
+              "| method | " + " | ".join(c.split(":")[0] for c in scells) + " |", "|---|" + "---|" * len(scells)]
+    for m in methods:
+      vals = []
+      for c in scells:
+        o = [v for v in _values(rows, m, c, metric) if v is not None]
+        mi = [v for v in _values(rows, m, c, second) if v is not None]
+        txt = "–" if not o else f"{100 * np.mean(o):.1f} ± {100 * np.std(o):.1f}" + (
+            f" / {100 * np.mean(mi):.1f}" if mi else "")
+        vals.append(f"**{txt}**" if m == ours and o else txt)
+      if any(v != "–" for v in vals):
+        lines.append(f"| {m} | " + " | ".join(vals) + " |")
+    lines.append("")
+    for c in scells:
+      means = {m: np.mean([v for v in _values(rows, m, c, metric) if v is not None] or [np.nan]) for m in baselines}
+      means = {m: v for m, v in means.items() if np.isfinite(v)}
+      if not means:
+        continue
+      best = max(means, key=means.get)
+      mine = _values(rows, ours, c, metric)
+      w, l_, p = wins_losses(mine, _values(rows, best, c, metric))
+      pooled_w, pooled_l = pooled_w + w, pooled_l + l_
+      rel = (np.mean(mine) - means[best]) / means[best]
+      gains.append((c, rel))
+      mis = {m: [v for v in _values(rows, m, c, second) if v is not None] for m in (ours, *baselines)}
+      mis = {m: float(np.mean(v)) for m, v in mis.items() if v}
+      mis_txt = ""
+      if ours in mis and len(mis) > 1:
+        mb = max((v, m) for m, v in mis.items() if m != ours)
+        mis_txt = (f"; {names[1]} ours {100 * mis[ours]:.1f} vs best baseline `{mb[1]}` {100 * mb[0]:.1f} "
+                   f"(relative {100 * (mis[ours] - mb[0]) / mb[0]:+.1f}%)")
+      lines.append(f"- `{c}`: best baseline by {names[0]} = `{best}` ({100 * means[best]:.1f}); ours "
+                   f"{100 * np.mean(mine):.1f}; relative gain {100 * rel:+.1f}%; sign test over splits "
+                   f"{w} wins / {l_} losses, p = {p:.3g}{mis_txt}")
+  _, _, p_all = wins_losses([1.0] * pooled_w + [0.0] * pooled_l, [0.0] * pooled_w + [1.0] * pooled_l)
+  wins_cells = sum(g >= 0 for _, g in gains)
+  lines.append(f"\n**Pooled paired sign test (ours vs the per-cell best baseline, all cells x splits):** "
+               f"{pooled_w} wins / {pooled_l} losses, two-sided p = {p_all:.3g}. Ours ≥ best baseline (mean) in "
+               f"{wins_cells} of {len(gains)} dataset x setting cells.\n")
+  return "\n".join(lines)
+
+
+def mean_table(rows: list[dict], methods: list[str], columns: list[str], cell_of: Callable[[dict], str | None],
+               keys: tuple[str, ...], *, src: str = "metrics", digits: int = 3, title: str = "") -> str:
+  """A table with a row per method and a column per cell: the means of `keys` joined by ' / '
+  over the rows whose cell_of(row) is that column."""
+  lines = [title, "| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+  for m in methods:
+    vals = []
+    for col in columns:
+      rs = [r[src] for r in rows if r["method"] == m and cell_of(r) == col]
+      if not rs or any(x.get(keys[0]) is None for x in rs[:1]):
+        vals.append("–")
+        continue
+      vals.append(" / ".join(f"{np.mean([x[k] for x in rs]):.{digits}f}" for k in keys))
+    if any(v != "–" for v in vals):
+      lines.append(f"| {m} | " + " | ".join(vals) + " |")
+  return "\n".join(lines)
+
+
+def cost_medians(rows: list[dict], methods: list[str], keys: tuple[str, ...], *,
+                 keep: Callable[[dict], bool] = lambda r: True, title: str = "") -> str:
+  """Median of each cost key per method ('–' where a method never reports it)."""
+  lines = [title, "| method | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+  for m in methods:
+    cs = [r["cost"] for r in rows if r["method"] == m and keep(r)]
+    if not cs:
+      continue
+    cells = []
+    for k in keys:
+      v = [c[k] for c in cs if c.get(k) is not None]
+      cells.append(f"{np.median(v):.4f}" if v else "–")
+    lines.append(f"| {m} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def method_cell_table(rows: list[dict], cells: list[str], methods: list[str],
+                      columns: list[tuple[str, str, int, str, float]], labels: dict[str, str] | None = None) -> str:
+  """Per cell a '### cell (n seeds)' table, a row per method, columns (key, header, digits, src, scale)
+  formatted as mean ± std over seeds."""
+  labels = labels or {}
+  out = []
+  for cell in cells:
+    seeds = sorted({r["seed"] for r in rows if r["dataset"] == cell})
+    out += [f"\n### {cell} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})\n",
+            "| method | " + " | ".join(c[1] for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for method in methods:
+      rs = [r for r in rows if r["dataset"] == cell and r["method"] == method]
+      if rs:
+        vals = [mean_std([r[src].get(key) for r in rs], dg, scale) for key, _, dg, src, scale in columns]
+        out.append(f"| {labels.get(method, method)} | " + " | ".join(vals) + " |")
+  return "\n".join(out) + "\n"
+
+
+def bar_panels(rows: list[dict], *, panels: list[str], methods: list[str], highlight: str,
+               metric: str = "ood_auroc"):
+  """One horizontal-bar panel per setting (cells 'dataset:setting'): metric in % per method, mean ± std
+  over datasets and splits; `highlight` in red. Returns the figure."""
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+  for ax, setting in zip(axes[0], panels):
+    names, means, stds = [], [], []
+    for m in methods:
+      v = [r["metrics"].get(metric) for r in rows if r["method"] == m and r["dataset"].endswith(":" + setting)]
+      v = [x for x in v if x is not None]
+      if v:
+        names.append(m)
+        means.append(100 * np.mean(v))
+        stds.append(100 * np.std(v))
+    colors = ["tab:red" if n == highlight else "tab:gray" for n in names]
+    ax.barh(names[::-1], means[::-1], xerr=stds[::-1], color=colors[::-1])
+    ax.axvline(50, color="k", lw=0.5, ls="--")
+    ax.set_xlim(0, 100)
+    ax.set_title(f"{setting} (mean over datasets x splits)", fontsize=9)
+    ax.set_xlabel(f"{metric} (%)")
+  fig.tight_layout()
+  return fig
+
+
+def scatter_cells(rows: list[dict], *, cells: list[str], x: tuple[str, str, float],
+                  y: tuple[str, str, float], style: Callable[[str], dict], labels: dict[str, str] | None = None,
+                  skip: tuple[str, ...] = (), xlabel: str = "", ylabel: str = "", log_x: bool = False,
+                  vline: float | None = None):
+  """One panel per cell: each method's mean (x, y), x / y given as (src, key, scale); returns the figure."""
+  import matplotlib.pyplot as plt
+  labels = labels or {}
+  ncol = min(3, len(cells))
+  nrow = int(np.ceil(len(cells) / ncol))
+  fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 4.0 * nrow), squeeze=False)
+  for ax, cell in zip(axes.ravel(), cells):
+    for method in sorted({r["method"] for r in rows if r["dataset"] == cell} - set(skip)):
+      rs = [r for r in rows if r["dataset"] == cell and r["method"] == method]
+      ys = [y[2] * r[y[0]][y[1]] for r in rs if r[y[0]].get(y[1]) is not None]
+      xs = [x[2] * r[x[0]][x[1]] for r in rs if r[x[0]].get(x[1])]
+      if not xs or not ys:
+        continue
+      ax.scatter(np.mean(xs), np.mean(ys), **style(method))
+      ax.annotate(labels.get(method, method), (np.mean(xs), np.mean(ys)), fontsize=7, xytext=(3, 3),
+                  textcoords="offset points")
+    if log_x:
+      ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(cell)
+    if vline is not None:
+      ax.axvline(vline, color="grey", lw=0.6, ls="--")
+  for ax in axes.ravel()[len(cells):]:
+    ax.axis("off")
+  fig.tight_layout()
   return fig
 
 

@@ -6,12 +6,21 @@
 - `perturb_features`: evasion, rows of chosen nodes replaced by N(0, scale²) noise (`normal`) or
   by Bernoulli(0.5) rows divided by their sum (`bernoulli`); `select_perturbed` picks 10% of the
   non-training nodes; `isolated_nodes` samples test nodes to perturb one at a time.
+- `apply_shift`: the extension point. A shift is any function
+  `(features, graph, rng) -> (features', graph', mask)` (graph: a dict with at least `edges`
+  [2, E] and `train_mask`; mask: bool [N], the nodes the shift made OOD). `feature_shift`
+  builds the built-in `normal` / `bernoulli` ones; a user passes their own (a feature rescale,
+  a rewiring, anything) without editing this module.
 """
+
+from typing import Any, Callable
 
 import numpy as np
 
 __all__ = ["gpn_split", "leave_out_classes", "select_perturbed", "perturb_features", "isolated_nodes",
-           "SHIFT_KINDS"]
+           "SHIFT_KINDS", "ShiftFn", "feature_shift", "apply_shift"]
+
+ShiftFn = Callable[[np.ndarray, dict, np.random.Generator], tuple[np.ndarray, dict, np.ndarray]]
 
 SHIFT_KINDS = ("normal", "bernoulli")
 
@@ -54,9 +63,9 @@ def leave_out_classes(labels: np.ndarray, num_classes: int, masks: dict, *, frac
           "test_mask": masks["test_mask"] & ~ood, "ood_test_mask": masks["test_mask"] & ood}
 
 
-def select_perturbed(masks: dict, seed: int, *, budget: float = 0.1) -> np.ndarray:
+def select_perturbed(masks: dict, seed: int | np.random.Generator, *, budget: float = 0.1) -> np.ndarray:
   """Boolean [N]: a random `budget` fraction of the non-training nodes (val, test and others)."""
-  rng = np.random.default_rng([seed, 0x9E7])
+  rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 0x9E7])
   candidates = np.flatnonzero(~masks["train_mask"])
   chosen = rng.choice(candidates, size=int(round(budget * candidates.size)), replace=False)
   out = np.zeros(masks["train_mask"].shape[0], bool)
@@ -64,7 +73,7 @@ def select_perturbed(masks: dict, seed: int, *, budget: float = 0.1) -> np.ndarr
   return out
 
 
-def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: int, *,
+def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: int | np.random.Generator, *,
                      scale: float = 1.0, p: float = 0.5) -> np.ndarray:
   """A copy of `features` with the rows in `nodes` (bool mask or indices) replaced.
 
@@ -73,7 +82,7 @@ def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: i
   """
   if kind not in SHIFT_KINDS:
     raise ValueError(f"unknown perturbation {kind!r}; expected one of {SHIFT_KINDS}")
-  rng = np.random.default_rng([seed, 0xFEA])
+  rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 0xFEA])
   idx = np.flatnonzero(nodes) if nodes.dtype == bool else np.asarray(nodes)
   out = np.array(features, dtype=np.float32, copy=True)
   shape = (idx.size, features.shape[1])
@@ -91,3 +100,35 @@ def isolated_nodes(test_mask: np.ndarray, count: int, seed: int) -> np.ndarray:
   rng = np.random.default_rng([seed, 0x150])
   cand = np.flatnonzero(test_mask)
   return np.sort(rng.choice(cand, size=min(count, cand.size), replace=False))
+
+
+def feature_shift(kind: str, *, budget: float = 0.1, scale: float = 1.0, p: float = 0.5) -> ShiftFn:
+  """The built-in evasion shift: a `budget` fraction of the non-training nodes get `kind` rows."""
+  if kind not in SHIFT_KINDS:
+    raise ValueError(f"unknown perturbation {kind!r}; expected one of {SHIFT_KINDS}")
+
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    return perturb_features(features, mask, kind, rng, scale=scale, p=p), graph, mask
+
+  return shift
+
+
+def apply_shift(shift: ShiftFn, features: np.ndarray, graph: dict[str, Any], seed: int) -> dict[str, Any]:
+  """Runs `shift` with a generator seeded by `seed`; checks and returns {features, graph, mask}.
+
+  The caller's arrays are never modified (the shift gets copies).
+  """
+  rng = np.random.default_rng([seed, 0x5F1])
+  graph_in = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in graph.items()}
+  x, g, mask = shift(np.array(features, copy=True), graph_in, rng)
+  n = features.shape[0]
+  mask = np.asarray(mask)
+  if mask.dtype != bool or mask.shape != (n,):
+    raise ValueError(f"a shift must return a bool mask of shape ({n},), got {mask.dtype} {mask.shape}")
+  if np.asarray(x).shape[0] != n:
+    raise ValueError(f"a shift must keep the {n} nodes, got features of shape {np.asarray(x).shape}")
+  edges = np.asarray(g["edges"])
+  if edges.ndim != 2 or edges.shape[0] != 2 or (edges.size and (edges.min() < 0 or edges.max() >= n)):
+    raise ValueError(f"a shift must return edges [2, E] with node ids in [0, {n}), got shape {edges.shape}")
+  return {"features": np.asarray(x, np.float32), "graph": dict(g, edges=edges.astype(np.int32)), "mask": mask}

@@ -1,8 +1,16 @@
-"""X-EviProbe: post-hoc, parameter-free evidential uncertainty for frozen GNNs."""
+"""X-EviProbe: post-hoc, parameter-free evidential uncertainty for frozen GNNs.
 
-from jaxml.eviprobe import api, backbone, baselines, probe, readouts
+`make_method` / `backbone` build the GNN that is trained (through `core.train`); `pipeline`
+fits X-EviProbe and every baseline on the clean graph (`fit_posthoc`) and scores any graph
+(`score_all`, `isolated_scores`, `metrics_for`); `probe` is the closed-form probe itself.
+"""
+
+from jaxml.eviprobe import api, backbone, baselines, pipeline, probe, readouts
 from jaxml.eviprobe.api import make_method, probe_config
+from jaxml.eviprobe.pipeline import (ABLATIONS, BASELINES, OURS, Fitted, fit_epn, fit_posthoc, isolated_scores,
+                                     metrics_for, probe_configs, score_all)
 from jaxml.eviprobe.probe import ProbeConfig, ProbeState, fit_probe, score
 
-__all__ = ["ProbeConfig", "ProbeState", "api", "backbone", "baselines", "fit_probe", "make_method", "probe",
-           "probe_config", "readouts", "score"]
+__all__ = ["ABLATIONS", "BASELINES", "Fitted", "OURS", "ProbeConfig", "ProbeState", "api", "backbone", "baselines",
+           "fit_epn", "fit_posthoc", "fit_probe", "isolated_scores", "make_method", "metrics_for", "pipeline", "probe",
+           "probe_config", "probe_configs", "readouts", "score", "score_all"]

@@ -1,14 +1,14 @@
-"""Frozen-backbone side of X-EviProbe: GNN training on the shared loop, checkpoints, forwards.
+"""Frozen-backbone side of X-EviProbe: the GNN as a `core.Method`, its selection rule, forwards.
 
 A graph batch is the whole graph (full-batch training, `shard_batch_rows=False`):
   feat_rows, feat_cols, feat_vals   COO node features (padded entries have value 0)
   edges [2, E] int32, labels [N] int32 (−1 = unknown), train_mask, val_mask [N] float32
 Loss: masked cross-entropy on train nodes + (l2 / 2) ‖θ‖² (coupled L2, as torch Adam's
-weight_decay). Early stopping on validation cross-entropy runs as a `core.Hook`; the best
-parameters are saved with orbax, and every post-hoc method restores that one checkpoint.
+weight_decay). Training is `core.train(make_backbone_method(...), ..., select=selection(...))`:
+early stopping on validation cross-entropy is core's one selection mechanism (per member for a
+stacked ensemble), and the run's checkpoint holds the selected parameters.
 """
 
-import os
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -21,7 +21,7 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "train_backbone", "make_forward", "make_mc_forward", "restore_params", "member", "forward",
+           "selection", "make_forward", "make_mc_forward", "member", "forward", "forward_eval",
            "ensemble_logits", "mc_logits"]
 
 BACKBONES = ("gcn", "gat", "appnp")
@@ -127,88 +127,24 @@ def member(params: Any, index: int) -> Any:
   return jax.tree.map(lambda x: x[index], params)
 
 
-def restore_params(model: nn.Module, batch: Mapping[str, np.ndarray], ckpt_dir: str, *,
-                   num_members: int = 1) -> Any | None:
-  """Parameters of the best backbone(s) saved under `ckpt_dir`, or None if there is none."""
-  if not os.path.isdir(ckpt_dir):
-    return None
-  manager = core.make_manager(ckpt_dir)
-  step = core.latest_step(manager)
-  if step is None:
-    return None
-  method = make_backbone_method(model, num_members=num_members)
-  like = jax.eval_shape(lambda: method.init(jax.random.key(0), batch))
-  return core.restore(manager, step, {"params": like})["params"]
+def selection(patience: int, eval_every: int = 1) -> core.Selection:
+  """Early stopping on validation cross-entropy for `core.train`: the best parameters (per member
+  of a stacked ensemble) are kept, and training ends once every member has gone `patience` epochs
+  (checked every `eval_every`) without improving."""
+  return core.Selection("val_ce", "min", every=int(eval_every), patience=-(-int(patience) // int(eval_every)))
 
 
-def train_backbone(model: nn.Module, batch: Mapping[str, np.ndarray], *, seed: int, optim: Mapping[str, Any],
-                   max_epochs: int, patience: int, ckpt_dir: str, l2: float = 1e-4, num_members: int = 1,
-                   eval_every: int = 1, log_every: int = 50, writer: core.MetricWriter | None = None,
-                   name: str = "backbone", progress: bool = False) -> tuple[Any, dict]:
-  """Trains (or restores) a backbone or a stacked ensemble; returns (best params, info).
-
-  One full-batch step per epoch through `core.fit` (`shard_batch_rows=False`). A hook
-  evaluates validation cross-entropy every `eval_every` epochs and keeps each member's best
-  parameters on the host; a member stops improving its record once `patience` epochs pass
-  without improvement, and training ends when every member has stopped. The best parameters
-  are saved with orbax under `ckpt_dir` (the caller keys it by dataset / split / init); if a
-  checkpoint is already there it is restored instead of retraining.
-  """
-  params = restore_params(model, batch, ckpt_dir, num_members=num_members)
-  if params is not None:
-    return params, {"resumed": 1.0, "best_epoch": float("nan"), "epochs": 0.0, "val_ce": float("nan")}
-  method = make_backbone_method(model, l2=l2, num_members=num_members)
-  optimizer = core.make_optimizer(dict(optim), max_epochs)
-  init_rng, _ = jax.random.split(jax.random.key(seed))
-  state = core.create_train_state(method.init(init_rng, batch), optimizer, seed)
-  train_step = core.make_train_step(method.loss_fn, optimizer)
-  eval_jit = jax.jit(method.eval_fn)
-  dev_batch = jax.device_put(dict(batch))
-  m = num_members
-  best = {"val_ce": np.full(m, np.inf), "epoch": np.zeros(m, int), "stopped": np.zeros(m, bool),
-          "params": None, "last": 0}
-
-  def early_stop(step: int, st: core.TrainState):
-    val_ce = np.atleast_1d(np.asarray(jax.device_get(eval_jit(st.params, dev_batch)["val_ce"])))
-    best["last"] = step
-    better = (val_ce < best["val_ce"]) & ~best["stopped"]
-    if better.any():
-      host = jax.device_get(st.params)
-      if best["params"] is None:
-        best["params"] = host
-      elif m == 1:
-        best["params"] = host
-      else:
-        best["params"] = jax.tree.map(lambda old, new: np.where(better.reshape((m,) + (1,) * (old.ndim - 1)), new, old),
-                                      best["params"], host)
-      best["val_ce"] = np.where(better, val_ce, best["val_ce"])
-      best["epoch"] = np.where(better, step, best["epoch"])
-    best["stopped"] |= (step - best["epoch"]) >= patience
-    if best["stopped"].all():
-      raise core.StopTraining()
-    return None
-
-  core.fit(state, train_step, lambda _step: batch, num_steps=max_epochs, shard_batch_rows=False,
-           log_every=log_every, writer=writer, hooks=[core.Hook(eval_every, early_stop)], name=name,
-           progress=progress)
-  manager = core.make_manager(ckpt_dir)
-  core.save(manager, int(best["epoch"].max()), {"params": best["params"]})
-  params = jax.tree.map(jnp.asarray, best["params"])
-  return params, {"resumed": 0.0, "best_epoch": float(best["epoch"].mean()), "epochs": float(best["last"]),
-                  "val_ce": float(best["val_ce"].mean())}
-
-
-def _apply_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
+def forward_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
   return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
 
 
 # Module-level jits keyed on the (hashable) Flax module: equal backbones share compiled code.
-forward = jax.jit(_apply_eval, static_argnums=0)
+forward = jax.jit(forward_eval, static_argnums=0)
 forward.__doc__ = "forward(model, params, batch) -> {logits, q, z} with dropout off (jitted)."
 
 
 def _ensemble_logits(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> jax.Array:
-  return jax.vmap(lambda p: _apply_eval(model, p, batch)["logits"])(params)
+  return jax.vmap(lambda p: forward_eval(model, p, batch)["logits"])(params)
 
 
 ensemble_logits = jax.jit(_ensemble_logits, static_argnums=0)

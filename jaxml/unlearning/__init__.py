@@ -3,9 +3,21 @@ T on the frozen representation z = g(x) so that h(T(g(x))) keeps retained inform
 sends forget representations to an uninformative point; plus the baselines and evaluation
 of the unlearning benchmark.
 
-Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses`
-(standard and zero-shot objectives), `api` (`make_method`, `unlearn`), `sampling`
-(forget / retain batch builders), `baselines`, `evaluate`.
+Start with `run_method(name, settings, model, params0, task, seed=...)`: one signature for RU,
+RU zero-shot, every baseline, Retrain and the original model; `tune` picks a setting by Avg. Gap.
+Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and
+zero-shot objectives), `api` (`make_method`, `unlearn`, `fit_params`), `sampling` (batch
+builders; float settings ride in the batch), `baselines`, `evaluate`, `runner`.
 """
 
-__all__: list[str] = []
+from jaxml.unlearning import api, baselines, evaluate, losses, model, runner, sampling, task, transform
+from jaxml.unlearning.api import make_method, make_predict_fn, unlearn
+from jaxml.unlearning.baselines import BASELINES, ZERO_SHOT_BASELINES, NotApplicable, run_baseline
+from jaxml.unlearning.evaluate import avg_gap, collect_outputs, unlearning_metrics
+from jaxml.unlearning.runner import METHODS, RunOutput, run_method, tune
+from jaxml.unlearning.task import UnlearningTask
+
+__all__ = ["BASELINES", "METHODS", "NotApplicable", "RunOutput", "UnlearningTask", "ZERO_SHOT_BASELINES", "api",
+           "avg_gap", "baselines", "collect_outputs", "evaluate", "losses", "make_method", "make_predict_fn", "model",
+           "run_baseline", "run_method", "runner", "sampling", "task", "transform", "tune", "unlearn",
+           "unlearning_metrics"]

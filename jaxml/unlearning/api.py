@@ -19,13 +19,12 @@ import optax
 from jaxml import core
 from jaxml.unlearning import losses
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs
-from jaxml.unlearning.training import FitOutput, run_fit
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.transform import make_transform
 
 __all__ = ["DEFAULTS", "FROZEN", "make_method", "make_loss_fn", "make_eval_fn", "make_optimizer",
-           "class_statistics", "init_params", "unlearn", "UnlearnOutput", "batched_apply",
-           "make_predict_fn"]
+           "class_statistics", "init_params", "unlearn", "UnlearnOutput", "batched_apply", "batch_values",
+           "step_structure", "make_predict_fn", "FitOutput", "fit_params"]
 
 # Reference-code defaults with the CPU adaptations of the spec (step floor, batch 128).
 DEFAULTS: dict[str, Any] = dict(
@@ -84,14 +83,18 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
   """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard or zero-shot objective.
 
   Standard batch: zr [B, D], yr [B], zf [B, D], wf [B], zref [B, D]. Zero-shot batch: zf, wf.
+  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight` (`batch_values`),
+  so the compiled step depends only on `step_structure(config)`.
   """
   cfg = _cfg(config)
   transform = make_transform(cfg["transform"], cfg["hidden"])
-  kw = dict(beta=float(cfg["beta"]), num_samples=int(cfg["num_samples"]), noise_scale=float(cfg["noise_scale"]))
+  noisy = bool(cfg["noise_scale"])
 
   def loss_fn(params, batch, rng, extra=None):
     del extra
     t_fn = lambda z: transform.apply({"params": params["transform"]}, z)  # noqa: E731
+    kw = dict(beta=value(batch, "beta"), num_samples=int(cfg["num_samples"]),
+              noise_scale=value(batch, "noise_scale") if noisy else 0.0)
     if cfg["zero_shot"]:
       stats = jax.lax.stop_gradient(params["stats"])
       return losses.zero_shot_objective(t_fn, batch["zf"], batch["wf"], _prototypes(cfg, params),
@@ -100,11 +103,24 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
     if cfg["label_weight"]:
       logits = model_lib.head_logits(model, jax.lax.stop_gradient(params["model"]), t_fn(batch["zr"]))
       ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["yr"]).mean()
-      loss = loss + cfg["label_weight"] * ce
+      loss = loss + value(batch, "label_weight") * ce
       aux = aux | {"label_ce": ce}
     return loss, aux
 
   return loss_fn
+
+
+def batch_values(config: Mapping[str, Any] | None) -> dict[str, float]:
+  """The float settings the loss reads from the batch (see `make_loss_fn`)."""
+  cfg = _cfg(config)
+  return {k: float(cfg[k]) for k in ("beta", "noise_scale", "label_weight")}
+
+
+def step_structure(config: Mapping[str, Any] | None) -> tuple:
+  """What shapes the compiled RU step: the non-float settings plus whether the noise and the
+  label-aware term are on (their values travel in the batch)."""
+  cfg = _cfg(config)
+  return structure(cfg) + (("noisy", bool(cfg["noise_scale"])), ("label_term", bool(cfg["label_weight"])))
 
 
 def make_eval_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
@@ -131,19 +147,80 @@ def init_params(config: Mapping[str, Any] | None, rng: jax.Array, model_params: 
 
 def make_method(config: Mapping[str, Any] | None, model: nn.Module, model_params: Any,
                 stats: Mapping[str, np.ndarray]) -> core.Method:
-  """core.Method whose init(rng, example_batch) adds an identity-initialised T to the trained model."""
+  """core.Method whose init(rng, example_batch) adds an identity-initialised T to the trained model;
+  the encoder, head and stats are frozen (`Method.frozen`). Batches carry `batch_values(config)`."""
 
   def init(rng, example_batch):
     return init_params(config, rng, model_params, int(example_batch["zf"].shape[-1]), stats)
 
-  return core.Method(init, make_loss_fn(config, model), make_eval_fn(config, model))
+  return core.Method(init, make_loss_fn(config, model), make_eval_fn(config, model), frozen=FROZEN)
 
 
 def make_optimizer(config: Mapping[str, Any] | None) -> optax.GradientTransformation:
-  """Adam on T; encoder, head and stats frozen (exactly zero updates) via `core.freeze`."""
+  """Adam on T (learning rate injected as an array); encoder, head and stats frozen (exactly zero
+  updates) via `core.freeze` — what `core.train` builds for `make_method` with optim={adam, lr}."""
   cfg = _cfg(config)
-  adam = optax.inject_hyperparams(optax.adam)(learning_rate=float(cfg["lr"]))   # lr in state: no recompile
+  adam = core.make_optimizer({"name": "adam", "lr": float(cfg["lr"])}, inject_lr=True)
   return core.freeze(adam, list(FROZEN))
+
+
+class FitOutput(NamedTuple):
+  """params: trained; wall_s: whole run incl. compile; steady_s: estimated run time without the
+  first (compiling) step; num_steps; final_loss: mean loss of the last log window."""
+
+  params: Any
+  wall_s: float
+  steady_s: float
+  num_steps: int
+  final_loss: float
+
+
+def _no_init(rng: jax.Array, batch: Any) -> Any:
+  raise ValueError("unlearning runs start from given parameters (core.train(init_params=...))")
+
+
+def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable[[int], dict], *, num_steps: int,
+               seed: int, lr: float, train_config: Mapping[str, Any] | None = None, extra: Any = None,
+               frozen: tuple[str, ...] = (), cache: MutableMapping[Hashable, Any] | None = None,
+               name: str = "unlearn", progress: bool = False, mesh: Any = None) -> FitOutput:
+  """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
+
+  `train_config` supplies `optim` (default Adam), `log_every`, `checkpoint_every` (used only with a
+  workdir, which these in-memory runs do not have), `steps_per_dispatch` and `mesh`; `lr` is injected as an
+  array. The `core.Trainer` is kept in `cache` under `key` (which must name everything the loss
+  closure reads, see `sampling.structure`), so runs differing in arrays compile once.
+  """
+  tc = dict(train_config or {})
+  cfg = {"optim": dict(tc.get("optim") or {"name": "adam"}), "num_steps": int(num_steps),
+         "log_every": int(tc.get("log_every", 1000) or 1000), "mesh": tc.get("mesh"),
+         "checkpoint_every": int(tc.get("checkpoint_every", 0) or 0),
+         "steps_per_dispatch": int(tc.get("steps_per_dispatch", 0) or 0)}
+  if num_steps <= 0:
+    return FitOutput(params, 0.0, 0.0, 0, float("nan"))
+  schedule_key = () if cfg["optim"].get("schedule", "constant") == "constant" else (num_steps,)
+  full_key = (key, structure(cfg["optim"]), frozen) + schedule_key
+  if cache is not None and full_key in cache:
+    trainer = cache[full_key]
+  else:
+    method = core.Method(_no_init, loss_fn, init_extra=lambda rng, p: None, frozen=frozen)
+    trainer = core.make_trainer(method, cfg)
+    if cache is not None:
+      cache[full_key] = trainer
+  marks: dict[str, float] = {}
+
+  def mark(step: int, st: core.TrainState) -> None:
+    if step == 1:
+      jax.block_until_ready(st.params)
+      marks["first"] = time.perf_counter()
+
+  t0 = time.perf_counter()
+  res = core.train(trainer, batch_fn, cfg, seed=seed, init_params=params, extra=extra, lr=float(lr),
+                   hooks=[core.Hook(1, mark)], name=name, progress=progress, mesh=mesh)
+  jax.block_until_ready(res.params)
+  t_end = time.perf_counter()
+  wall = t_end - t0
+  steady = (t_end - marks["first"]) * num_steps / (num_steps - 1) if num_steps > 1 else wall
+  return FitOutput(res.params, wall, steady, num_steps, res.train_metrics.get("loss", float("nan")))
 
 
 def batched_apply(fn: Callable[[jax.Array], Any], x: np.ndarray, chunk: int = 1024) -> Any:
@@ -198,12 +275,14 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
             y_train: np.ndarray, retain_idx: np.ndarray, forget_idx: np.ndarray, *, num_classes: int,
             forget_classes: Sequence[int] = (), seed: int = 0,
             cache: MutableMapping[Hashable, Any] | None = None, mesh: Any = None,
-            feature_norm: float | None = None, progress: bool = False) -> UnlearnOutput:
+            feature_norm: float | None = None, progress: bool = False,
+            train_config: Mapping[str, Any] | None = None) -> UnlearnOutput:
   """Runs Representation Unlearning (standard or zero-shot per `config`) through `core.fit`.
 
   The zero-shot path reads only the forget rows of `x_train` and the class counts of
   `y_train` (statistics a deployment stores at training time), never retained inputs.
-  Steps = max(min_steps, ceil(epochs |D_f| / B)).
+  Steps = max(min_steps, ceil(epochs |D_f| / B)). `train_config`: optim / log_every / mesh for
+  `core.train` (the learning rate is `config['lr']`).
   """
   cfg = _cfg(config)
   bsz = int(cfg["batch_size"])
@@ -237,6 +316,7 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
   num_steps = steps_for_epochs(forget_idx.size, bsz, float(cfg["epochs"]), minimum=int(cfg["min_steps"]))
   y_train = np.asarray(y_train, np.int32)
 
+  values = batch_values(cfg)
   if cfg["zero_shot"]:
     f_local = index_stream(f_pos, bsz, seed, 1)
 
@@ -255,9 +335,8 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
       ra, _ = all_rows(step)
       return {"zr": z_all[rr], "yr": y_train[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
 
-  traced = {k: v for k, v in cfg.items() if k not in ("lr", "epochs", "min_steps")}
-  key = ("representation_unlearning", tuple(sorted((k, str(v)) for k, v in traced.items())), model)
-  fit = run_fit(params, make_loss_fn(cfg, model), make_optimizer(cfg), batch_fn, num_steps=num_steps,
-                seed=seed, cache=cache, cache_key=key, name="ru_zs" if cfg["zero_shot"] else "ru",
-                progress=progress, mesh=mesh)
+  key = ("representation_unlearning", step_structure(cfg), model)
+  fit = fit_params(key, make_loss_fn(cfg, model), params, with_values(batch_fn, bsz, **values), lr=float(cfg["lr"]),
+                   train_config=train_config, frozen=FROZEN, num_steps=num_steps, seed=seed, cache=cache,
+                   name="ru_zs" if cfg["zero_shot"] else "ru", progress=progress, mesh=mesh)
   return UnlearnOutput(fit.params, fit, encode_s, warm_s + encode_s + fit.wall_s, encode_s + fit.steady_s)

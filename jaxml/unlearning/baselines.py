@@ -1,6 +1,6 @@
 """Unlearning baselines, all started from the same trained model and trained through `core.fit`.
 
-Every function takes (hp, model, params0, task, seed, cache) and returns a `BaselineOutput`
+Every function takes (hp, model, params0, task, seed, cache, train_config) and returns a `BaselineOutput`
 holding the full edited classifier parameters. Adam is used throughout (the reference repos
 mix SGD and Adam); learning rates and epochs are per-method hyper-parameters (`DEFAULTS`,
 overridable from the experiment config). Notation: f = h o g the classifier, D_r / D_f / D_t
@@ -32,13 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxml import core
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning.api import batched_apply, cached_encoder
+from jaxml.unlearning.api import FitOutput, batched_apply, cached_encoder, fit_params
 from jaxml.unlearning.losses import weighted_mean
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.task import UnlearningTask
-from jaxml.unlearning.training import FitOutput, run_fit
 
 __all__ = ["DEFAULTS", "BASELINES", "ZERO_SHOT_BASELINES", "CLASS_ONLY", "BaselineOutput", "NotApplicable",
            "train_classifier", "run_baseline", "hyperparameters", "saliency_mask", "fgsm_labels"]
@@ -106,25 +104,17 @@ def _kl(teacher_logits: jax.Array, student_logits: jax.Array, temperature: float
   return jnp.sum(jnp.exp(lt) * (lt - ls), axis=-1)
 
 
-def _adam(lr: float) -> optax.GradientTransformation:
-  """Adam whose learning rate lives in the optimizer state (so a new lr needs no recompile)."""
-  return optax.inject_hyperparams(optax.adam)(learning_rate=float(lr))
-
-
-# Hyper-parameters that never enter a loss closure (lr sits in the optimizer state, epochs and
-# step floors only change the number of steps): excluded from the compile-cache key.
-_NOT_TRACED = ("lr", "epochs", "min_steps", "gamma_l1", "noise_lr", "impair_lr", "repair_lr", "noise_steps",
-               "impair_steps", "repair_steps", "max_epochs", "min_epochs", "retain_fraction", "mask_fraction", "eps")
-
-
 def _key(name: str, hp: Mapping[str, Any], model: nn.Module, *extra: Hashable) -> Hashable:
-  traced = tuple(sorted((k, str(v)) for k, v in hp.items() if k not in _NOT_TRACED))
-  return (name, traced, model, *extra)
+  return (name, structure(hp), model, *extra)
 
 
-def _fit(name, params, loss_fn, optimizer, batch_fn, num_steps, seed, extra, cache, hp, model) -> FitOutput:
-  return run_fit(params, loss_fn, optimizer, batch_fn, num_steps=num_steps, seed=seed, extra=extra,
-                 cache=cache, cache_key=_key(name, hp, model), name=name)
+def _fit(key, params, loss_fn, hp, batch_fn, num_steps, seed, extra, cache, model, train_config, *,
+         frozen: tuple[str, ...] = (), lr_key: str = "lr", name: str | None = None,
+         shape: tuple = ()) -> FitOutput:
+  """One core.train run at the learning rate hp[lr_key] (an array: a grid over it compiles once)."""
+  return fit_params(_key(key, hp, model, *shape), loss_fn, params, batch_fn, num_steps=num_steps, seed=seed,
+                    lr=float(hp[lr_key]), train_config=train_config, extra=extra, frozen=frozen, cache=cache,
+                    name=name or key)
 
 
 def _take(task: UnlearningTask, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +153,8 @@ def _rf_batches(task: UnlearningTask, bsz: int, seed: int, *, retain: bool = Tru
 
 
 def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTask, rows: np.ndarray, *,
-                     seed: int, cache: MutableMapping | None = None, name: str = "train") -> FitOutput:
+                     seed: int, cache: MutableMapping | None = None, name: str = "train",
+                     train_config: Mapping[str, Any] | None = None) -> FitOutput:
   """CE training from a fresh init on the given training rows (original model or Retrain)."""
   params = model.init(jax.random.key(seed), jnp.asarray(task.x_train[:1]))["params"]
   bsz = int(hp["batch_size"])
@@ -175,20 +166,20 @@ def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTa
     return {"xr": x, "yr": y, "ir": r.astype(np.int32)}
 
   steps = steps_for_epochs(len(rows), bsz, float(hp["epochs"]))
-  return run_fit(params, _ce_retain_loss(model), _adam(hp["lr"]), batch_fn, num_steps=steps, seed=seed,
-                 cache=cache, cache_key=_key("train", hp, model), name=name)
+  return _fit("train", params, _ce_retain_loss(model), hp, batch_fn, steps, seed, None, cache, model, train_config,
+              name=name)
 
 
 # --------------------------------------------------------------------------- parameter-editing baselines
-def _finetune(hp, model, params0, task, seed, cache):
+def _finetune(hp, model, params0, task, seed, cache, tc):
   bsz = int(hp["batch_size"])
   steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
-  fit = _fit("finetune", params0, _ce_retain_loss(model), _adam(hp["lr"]),
-             _rf_batches(task, bsz, seed, forget=False), steps, seed, None, cache, hp, model)
+  fit = _fit("finetune", params0, _ce_retain_loss(model), hp,
+             _rf_batches(task, bsz, seed, forget=False), steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
-def _grad_ascent(hp, model, params0, task, seed, cache):
+def _grad_ascent(hp, model, params0, task, seed, cache, tc):
   f, bsz = _apply(model), int(hp["batch_size"])
 
   def loss_fn(params, batch, rng, extra):
@@ -196,22 +187,23 @@ def _grad_ascent(hp, model, params0, task, seed, cache):
     return -ce_f, {"forget_ce": ce_f}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
-  fit = _fit("grad_ascent", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain=False),
-             steps, seed, None, cache, hp, model)
+  fit = _fit("grad_ascent", params0, loss_fn, hp, _rf_batches(task, bsz, seed, retain=False),
+             steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
-def _neggrad_plus(hp, model, params0, task, seed, cache):
+def _neggrad_plus(hp, model, params0, task, seed, cache, tc):
   f, bsz, alpha = _apply(model), int(hp["batch_size"]), float(hp["alpha"])
 
   def loss_fn(params, batch, rng, extra):
     ce_r = _ce(f(params, batch["xr"]), batch["yr"])
     ce_f = _ce(f(params, batch["xf"]), batch["yf"], batch["wf"])
-    return alpha * ce_r - (1.0 - alpha) * ce_f, {"retain_ce": ce_r, "forget_ce": ce_f}
+    return value(batch, "alpha") * ce_r - value(batch, "one_minus_alpha") * ce_f, {"retain_ce": ce_r, "forget_ce": ce_f}
 
   steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
-  fit = _fit("neggrad_plus", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed), steps, seed,
-             None, cache, hp, model)
+  # 1 - alpha is formed on the host (in double precision, as before) and sent as its own value.
+  batches = with_values(_rf_batches(task, bsz, seed), bsz, alpha=alpha, one_minus_alpha=1.0 - alpha)
+  fit = _fit("neggrad_plus", params0, loss_fn, hp, batches, steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
@@ -242,15 +234,15 @@ def _random_label_loss(model: nn.Module, masked: bool) -> Callable:
   return loss_fn
 
 
-def _random_labels(hp, model, params0, task, seed, cache):
+def _random_labels(hp, model, params0, task, seed, cache, tc):
   bsz = int(hp["batch_size"])
   steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
-  fit = _fit("random_labels", params0, _random_label_loss(model, False), _adam(hp["lr"]),
-             _random_label_batches(task, bsz, seed), steps, seed, None, cache, hp, model)
+  fit = _fit("random_labels", params0, _random_label_loss(model, False), hp,
+             _random_label_batches(task, bsz, seed), steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
-def _l1_sparse(hp, model, params0, task, seed, cache):
+def _l1_sparse(hp, model, params0, task, seed, cache, tc):
   """CE(D_r) + gamma_t ||theta||_1 with gamma_t = gamma (1 - t / T) carried in the batch (one value
   repeated per row), so the schedule is not baked into the compiled step."""
   f, bsz = _apply(model), int(hp["batch_size"])
@@ -266,7 +258,7 @@ def _l1_sparse(hp, model, params0, task, seed, cache):
     l1 = sum(jnp.sum(jnp.abs(p)) for p in jax.tree.leaves(params))
     return ce_r + jnp.mean(batch["gamma"]) * l1, {"retain_ce": ce_r, "l1": l1}
 
-  fit = _fit("l1_sparse", params0, loss_fn, _adam(hp["lr"]), batch_fn, steps, seed, None, cache, hp, model)
+  fit = _fit("l1_sparse", params0, loss_fn, hp, batch_fn, steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
@@ -306,7 +298,7 @@ def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarra
   return jax.tree.map(lambda g: (jnp.abs(g) >= threshold).astype(jnp.float32), grads)
 
 
-def _salun(hp, model, params0, task, seed, cache):
+def _salun(hp, model, params0, task, seed, cache, tc):
   t0 = time.perf_counter()
   if task.forget_idx.size:
     mask = saliency_mask(model, params0, *_take(task, task.forget_idx), float(hp["mask_fraction"]), cache=cache)
@@ -316,14 +308,13 @@ def _salun(hp, model, params0, task, seed, cache):
   pre = time.perf_counter() - t0
   bsz = int(hp["batch_size"])
   steps = steps_for_epochs(task.retain_idx.size, bsz, hp["epochs"])
-  fit = _fit("salun", params0, _random_label_loss(model, True), _adam(hp["lr"]),
-             _random_label_batches(task, bsz, seed), steps, seed, {"mask": mask}, cache, hp, model)
+  fit = _fit("salun", params0, _random_label_loss(model, True), hp,
+             _random_label_batches(task, bsz, seed), steps, seed, {"mask": mask}, cache, model, tc)
   return fit, pre
 
 
-def _scrub(hp, model, params0, task, seed, cache):
+def _scrub(hp, model, params0, task, seed, cache, tc):
   f, bsz = _apply(model), int(hp["batch_size"])
-  alpha, gamma = float(hp["alpha"]), float(hp["gamma"])
   n_max = steps_for_epochs(task.forget_idx.size, bsz, 1.0) if task.forget_idx.size else 0
   n_min = steps_for_epochs(task.retain_idx.size, bsz, 1.0)
   phases = []
@@ -332,7 +323,7 @@ def _scrub(hp, model, params0, task, seed, cache):
       phases += [1.0] * n_max
     phases += [0.0] * n_min
   phases = np.asarray(phases, np.float32)
-  base = _rf_batches(task, bsz, seed)
+  base = with_values(_rf_batches(task, bsz, seed), bsz, alpha=float(hp["alpha"]), gamma=float(hp["gamma"]))
 
   def batch_fn(step):
     return base(step) | {"phase": np.full(bsz, phases[step], np.float32)}
@@ -344,11 +335,11 @@ def _scrub(hp, model, params0, task, seed, cache):
     kl_r = jnp.mean(_kl(f(teacher, batch["xr"]), logits_r))
     ce_r = _ce(logits_r, batch["yr"])
     phase = jnp.mean(batch["phase"])
-    loss = phase * (-kl_f) + (1.0 - phase) * (alpha * kl_r + gamma * ce_r)
+    loss = phase * (-kl_f) + (1.0 - phase) * (value(batch, "alpha") * kl_r + value(batch, "gamma") * ce_r)
     return loss, {"forget_kl": kl_f, "retain_kl": kl_r, "retain_ce": ce_r}
 
-  fit = _fit("scrub", params0, loss_fn, _adam(hp["lr"]), batch_fn, len(phases), seed,
-             {"teacher": params0}, cache, hp, model)
+  fit = _fit("scrub", params0, loss_fn, hp, batch_fn, len(phases), seed,
+             {"teacher": params0}, cache, model, tc)
   return fit, 0.0
 
 
@@ -358,18 +349,18 @@ def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps
   f = _apply(model)
 
   def build():
-    def labels(p, xb, yb):
+    def labels(p, xb, yb, step):
       g = jax.grad(lambda xx: jnp.sum(optax.softmax_cross_entropy_with_integer_labels(f(p, xx), yb)))(xb)
-      return jnp.argmax(f(p, xb + eps * jnp.sign(g)), axis=-1)
+      return jnp.argmax(f(p, xb + step * jnp.sign(g)), axis=-1)
     return jax.jit(labels)
 
-  labels = _cached(cache, ("fgsm", model, float(eps)), build)
-
-  out = [np.asarray(labels(params, xb, yb))[:n] for xb, yb, _, n in _padded_chunks(x, y, chunk)]
+  labels = _cached(cache, ("fgsm", model), build)
+  step = np.float32(eps)
+  out = [np.asarray(labels(params, xb, yb, step))[:n] for xb, yb, _, n in _padded_chunks(x, y, chunk)]
   return np.concatenate(out).astype(np.int32) if out else np.zeros(0, np.int32)
 
 
-def _boundary_shrink(hp, model, params0, task, seed, cache):
+def _boundary_shrink(hp, model, params0, task, seed, cache, tc):
   f, bsz = _apply(model), int(hp["batch_size"])
   t0 = time.perf_counter()
   x_f, y_f = _take(task, task.forget_idx)
@@ -388,12 +379,12 @@ def _boundary_shrink(hp, model, params0, task, seed, cache):
     return ce, {"neighbour_ce": ce}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
-  fit = _fit("boundary_shrink", params0, loss_fn, _adam(hp["lr"]), batch_fn, steps, seed, None, cache, hp, model)
+  fit = _fit("boundary_shrink", params0, loss_fn, hp, batch_fn, steps, seed, None, cache, model, tc)
   return fit, pre
 
 
-def _bad_teacher(hp, model, params0, task, seed, cache):
-  f, bsz, temp = _apply(model), int(hp["batch_size"]), float(hp["temperature"])
+def _bad_teacher(hp, model, params0, task, seed, cache, tc):
+  f, bsz = _apply(model), int(hp["batch_size"])
   rng = np.random.default_rng([seed, 13])
   n_keep = max(1, int(round(float(hp["retain_fraction"]) * task.retain_idx.size)))
   retain_sub = np.sort(rng.choice(task.retain_idx, n_keep, replace=False))
@@ -401,20 +392,22 @@ def _bad_teacher(hp, model, params0, task, seed, cache):
 
   def loss_fn(params, batch, rng, extra):
     good, incompetent = jax.lax.stop_gradient(extra["teacher"]), jax.lax.stop_gradient(extra["bad"])
+    temp = value(batch, "temperature")
     kl_r = jnp.mean(_kl(f(good, batch["xr"]), f(params, batch["xr"]), temp))
     kl_f = weighted_mean(_kl(f(incompetent, batch["xf"]), f(params, batch["xf"]), temp), batch["wf"])
     return kl_r + kl_f, {"retain_kl": kl_r, "forget_kl": kl_f}
 
   steps = steps_for_epochs(n_keep + task.forget_idx.size, bsz, hp["epochs"])
-  fit = _fit("bad_teacher", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain_idx=retain_sub),
-             steps, seed, {"teacher": params0, "bad": bad}, cache, hp, model)
+  batches = with_values(_rf_batches(task, bsz, seed, retain_idx=retain_sub), bsz, temperature=float(hp["temperature"]))
+  fit = _fit("bad_teacher", params0, loss_fn, hp, batches, steps, seed, {"teacher": params0, "bad": bad},
+             cache, model, tc)
   return fit, 0.0
 
 
-def _head_only(hp, model, params0, task, seed, cache):
+def _head_only(hp, model, params0, task, seed, cache, tc):
   """RU's objective with the head as the trainable map (logit space): retain logits stay put,
   forget logits move to the logits of reference rows of D (mean squared distance)."""
-  bsz, beta = int(hp["batch_size"]), float(hp["beta"])
+  bsz = int(hp["batch_size"])
   t0 = time.perf_counter()
   enc = cached_encoder(model, params0, cache)
   z_all = batched_apply(enc, task.x_train)
@@ -427,7 +420,8 @@ def _head_only(hp, model, params0, task, seed, cache):
     rr, _ = r_stream(step)
     rf, wf = f_stream(step)
     ra, _ = a_stream(step)
-    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
+    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra],
+            "hp_beta": np.full(bsz, hp["beta"], np.float32)}
 
   def loss_fn(params, batch, rng, extra):
     h = lambda p, z: model_lib.head_logits(model, p, z)  # noqa: E731
@@ -438,16 +432,16 @@ def _head_only(hp, model, params0, task, seed, cache):
     spread = jnp.mean(jnp.sum((target - t_mean) ** 2, axis=-1))
     per_row = jnp.sum((h(params, batch["zf"]) - t_mean) ** 2, axis=-1) + spread
     l_f = weighted_mean(per_row, batch["wf"])
-    return l_r + beta * l_f, {"retain_loss": l_r, "forget_loss": l_f}
+    return l_r + value(batch, "beta") * l_f, {"retain_loss": l_r, "forget_loss": l_f}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
-  opt = core.freeze(_adam(hp["lr"]), [r"^encoder/"])
-  fit = _fit("head_only", params0, loss_fn, opt, batch_fn, steps, seed, {"model": params0}, cache, hp, model)
+  fit = _fit("head_only", params0, loss_fn, hp, batch_fn, steps, seed, {"model": params0}, cache, model, tc,
+             frozen=(r"^encoder/",))
   return fit, pre
 
 
 # --------------------------------------------------------------------------- zero-shot baselines
-def _emmn(hp, model, params0, task, seed, cache):
+def _emmn(hp, model, params0, task, seed, cache, tc):
   """Zero-shot (no training data): noise learnt against the frozen model, then impair / repair."""
   if not task.forget_classes:
     raise NotApplicable("emmn is a class-level method (needs forgotten classes)")
@@ -459,7 +453,6 @@ def _emmn(hp, model, params0, task, seed, cache):
   signs = np.asarray([-1.0] * (k * len(forget)) + [1.0] * (k * len(keep)), np.float32)
   shape = task.x_train.shape[1:]
   noise0 = jax.random.normal(jax.random.key(seed + 7), (labels.size,) + shape, jnp.float32)
-  lam = float(hp["noise_l2"])
   total_wall = total_steady = 0.0
 
   def noise_loss(params, batch, rng, extra):
@@ -467,12 +460,11 @@ def _emmn(hp, model, params0, task, seed, cache):
     per = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
     reg = jnp.mean(jnp.sum(params["noise"].reshape(labels.size, -1) ** 2, axis=-1))
     # Error-maximising rows (sign -1) ascend CE of the forgotten class; error-minimising rows descend.
-    return jnp.mean(batch["sign"] * per) + lam * reg, {"noise_ce": jnp.mean(per)}
+    return jnp.mean(batch["sign"] * per) + value(batch, "noise_l2") * reg, {"noise_ce": jnp.mean(per)}
 
-  noise_batch = {"y": labels, "sign": signs}
-  fit = run_fit({"noise": noise0}, noise_loss, _adam(hp["noise_lr"]), lambda s: noise_batch,
-                num_steps=int(hp["noise_steps"]), seed=seed, extra={"model": params0}, cache=cache,
-                cache_key=_key("emmn_noise", hp, model, labels.size), name="emmn_noise")
+  noise_batch = {"y": labels, "sign": signs, "hp_noise_l2": np.full(labels.size, hp["noise_l2"], np.float32)}
+  fit = _fit("emmn_noise", {"noise": noise0}, noise_loss, hp, lambda s: noise_batch, int(hp["noise_steps"]), seed,
+             {"model": params0}, cache, model, tc, lr_key="noise_lr", shape=(labels.size,))
   noise = np.asarray(fit.params["noise"])
   total_wall, total_steady = fit.wall_s, fit.steady_s
 
@@ -480,26 +472,26 @@ def _emmn(hp, model, params0, task, seed, cache):
     return _ce(f(params, batch["x"]), batch["y"], batch["w"]), {}
 
   impair = {"x": noise, "y": labels, "w": np.ones(labels.size, np.float32)}
-  fit = run_fit(params0, ce_loss, _adam(hp["impair_lr"]), lambda s: impair, num_steps=int(hp["impair_steps"]),
-                seed=seed, cache=cache, cache_key=_key("emmn_impair", hp, model, labels.size), name="emmn_impair")
+  fit = _fit("emmn_impair", params0, ce_loss, hp, lambda s: impair, int(hp["impair_steps"]), seed, None, cache,
+             model, tc, lr_key="impair_lr", shape=(labels.size,))
   total_wall, total_steady = total_wall + fit.wall_s, total_steady + fit.steady_s
   repair = impair | {"w": (signs > 0).astype(np.float32)}     # error-minimising (retained-class) noise only
-  fit = run_fit(fit.params, ce_loss, _adam(hp["repair_lr"]), lambda s: repair, num_steps=int(hp["repair_steps"]),
-                seed=seed, cache=cache, cache_key=_key("emmn_repair", hp, model, labels.size), name="emmn_repair")
+  fit = _fit("emmn_repair", fit.params, ce_loss, hp, lambda s: repair, int(hp["repair_steps"]), seed, None, cache,
+             model, tc, lr_key="repair_lr", shape=(labels.size,))
   total_wall, total_steady = total_wall + fit.wall_s, total_steady + fit.steady_s
   out = FitOutput(fit.params, total_wall, total_steady,
                   int(hp["noise_steps"]) + int(hp["impair_steps"]) + int(hp["repair_steps"]), fit.final_loss)
   return out, 0.0
 
 
-def _jit(hp, model, params0, task, seed, cache):
+def _jit(hp, model, params0, task, seed, cache, tc):
   """JiT: smooth the model around each forget input (no labels, no retained data)."""
   f, bsz = _apply(model), int(hp["batch_size"])
-  sigma, kk = float(hp["sigma"]), int(hp["num_perturb"])
+  kk = int(hp["num_perturb"])
 
   def loss_fn(params, batch, rng, extra):
     x = batch["xf"]
-    xi = sigma * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
+    xi = value(batch, "sigma") * jax.random.normal(rng, (kk,) + x.shape, x.dtype)
     p = jax.nn.softmax(f(params, x))
     p_xi = jax.nn.softmax(f(params, (x[None] + xi).reshape((-1,) + x.shape[1:]))).reshape((kk,) + p.shape)
     # sqrt(. + tiny): the norm's gradient is undefined at 0 (identical outputs).
@@ -509,8 +501,8 @@ def _jit(hp, model, params0, task, seed, cache):
     return lip, {"lipschitz": lip}
 
   steps = steps_for_epochs(task.forget_idx.size, bsz, hp["epochs"], minimum=hp["min_steps"])
-  fit = _fit("jit", params0, loss_fn, _adam(hp["lr"]), _rf_batches(task, bsz, seed, retain=False), steps, seed,
-             None, cache, hp, model)
+  batches = with_values(_rf_batches(task, bsz, seed, retain=False), bsz, sigma=float(hp["sigma"]))
+  fit = _fit("jit", params0, loss_fn, hp, batches, steps, seed, None, cache, model, tc)
   return fit, 0.0
 
 
@@ -523,16 +515,18 @@ _RUNNERS = {
 
 
 def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask, *, seed: int,
-                 overrides: Mapping[str, Any] | None = None,
-                 cache: MutableMapping | None = None) -> BaselineOutput:
-  """Runs one baseline by name (retrain included) from the trained `params0`."""
+                 overrides: Mapping[str, Any] | None = None, cache: MutableMapping | None = None,
+                 train_config: Mapping[str, Any] | None = None) -> BaselineOutput:
+  """Runs one baseline by name (retrain included) from the trained `params0`. `train_config`:
+  optim / log_every / mesh for core.train (the learning rates are the baseline's own)."""
   hp = hyperparameters(name, overrides)
   t0 = time.perf_counter()
   if name == "retrain":
-    fit = train_classifier(hp, model, task, task.retain_idx, seed=seed, cache=cache, name="retrain")
+    fit = train_classifier(hp, model, task, task.retain_idx, seed=seed, cache=cache, name="retrain",
+                           train_config=train_config)
     pre = 0.0
   else:
-    fit, pre = _RUNNERS[name](hp, model, params0, task, seed, cache)
+    fit, pre = _RUNNERS[name](hp, model, params0, task, seed, cache, train_config)
   # `pre` (masks, FGSM labels, cached features) is inside `wall`; only the fits' compiling
   # first steps are removed for the steady time.
   del pre

@@ -5,13 +5,17 @@ position p = step * B + i of an endless sequence of seeded permutations of `idx`
 e = p // |idx| uses permutation (seed, stream, e)). Random access by step keeps resume exact;
 sets smaller than a batch simply wrap into the next permutation; an empty set yields row 0
 with weight 0 everywhere (the losses then ignore those rows).
+
+Float hyper-parameters travel in the batch (`with_values` / `value`) instead of in a loss
+closure, so one compiled step serves a whole grid of them; `structure` names what does shape
+the step.
 """
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["index_stream", "steps_for_epochs"]
+__all__ = ["index_stream", "steps_for_epochs", "structure", "with_values", "value"]
 
 
 def steps_for_epochs(num_rows: int, batch_size: int, epochs: float, *, minimum: int = 1) -> int:
@@ -38,3 +42,22 @@ def index_stream(idx: np.ndarray, batch_size: int, seed: int,
     return rows, np.ones(batch_size, np.float32)
 
   return rows_at
+
+
+def structure(hp: Mapping[str, Any]) -> tuple:
+  """The part of a run's settings that shapes its compiled step: every non-float value (sizes,
+  step counts, flags). Float hyper-parameters never enter a loss closure: they ride in the batch
+  (`with_values`) or in the optimizer state (learning rates), so one compiled step serves a grid."""
+  return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in hp.items() if not isinstance(v, float)))
+
+
+def with_values(batch_fn: Callable[[int], dict], rows: int, **values: float) -> Callable[[int], dict]:
+  """Adds float hyper-parameters to every batch as `hp_<name>` [rows] (one value repeated, so a
+  row-sharded batch stays valid); a loss reads them with `value(batch, name)`."""
+  consts = {f"hp_{k}": np.full(rows, v, np.float32) for k, v in values.items()}
+  return lambda step: batch_fn(step) | consts
+
+
+def value(batch: Mapping[str, Any], name: str) -> Any:
+  """The float hyper-parameter `name` that `with_values` put in the batch (a scalar)."""
+  return batch[f"hp_{name}"][0]

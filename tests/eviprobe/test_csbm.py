@@ -1,15 +1,17 @@
-"""End-to-end checks on a CSBM graph (spec §6): a GCN trained through core.fit, then the probe."""
+"""End-to-end checks on a CSBM graph (spec §6): a GCN trained through core.train, then the probe."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxml import core
 from jaxml.data import csbm, graph_shift as gs
 from jaxml.eviprobe import backbone as bb, baselines, probe
 from jaxml.eviprobe.probe import ProbeConfig
 from jaxml.metrics import ood
 
-OPTIM = {"name": "adam", "lr": 0.01}
+TRAIN = {"optim": {"name": "adam", "lr": 0.01}, "num_steps": 120, "eval_every": 1, "log_every": 120}
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +19,17 @@ def graph():
   return csbm.make_csbm(num_nodes=600, num_classes=5, num_features=32, p_in=0.04, p_out=0.004, mean_scale=3.0, seed=0)
 
 
-def _train(graph, labels, masks, num_classes, ckpt):
+def _fit(model, batch, workdir):
+  return core.train(bb.make_backbone_method(model), lambda _step: batch, TRAIN, workdir=workdir, name="gcn",
+                    eval_batches=[batch], select=bb.selection(patience=20), shard_batch_rows=False, progress=False)
+
+
+def _train(graph, labels, masks, num_classes, workdir):
   batch = {"x": graph["features"], "edges": graph["edges"], "labels": labels,
            "train_mask": masks["train_mask"].astype(np.float32), "val_mask": masks["val_mask"].astype(np.float32)}
   model = bb.make_backbone({"name": "gcn", "hidden": 16, "dropout": 0.5}, graph["features"].shape[1], num_classes)
-  params, info = bb.train_backbone(model, batch, seed=0, optim=OPTIM, max_epochs=120, patience=20, ckpt_dir=ckpt)
-  return model, batch, params, info
+  res = _fit(model, batch, workdir)
+  return model, batch, res.params, res
 
 
 def _probe(model, batch, params, labels, masks):
@@ -35,8 +42,11 @@ def _probe(model, batch, params, labels, masks):
 def test_held_out_block(graph, tmp_path):
   masks = gs.gpn_split(graph["labels"], 0, train=0.1, val=0.15)
   loc = gs.leave_out_classes(graph["labels"], 5, masks, fraction=0.2)
-  model, batch, params, info = _train(graph, loc["labels"], loc, loc["num_classes"], str(tmp_path / "ck"))
-  assert info["resumed"] == 0.0
+  model, batch, params, res = _train(graph, loc["labels"], loc, loc["num_classes"], str(tmp_path / "ck"))
+  assert res.resumed_from is None
+  # selection kept the parameters of the best validation cross-entropy
+  val_ce = jax.jit(bb.make_backbone_method(model).eval_fn)(params, batch)["val_ce"]
+  np.testing.assert_allclose(float(val_ce), res.best_metric, rtol=1e-5)
   st, out = _probe(model, batch, params, loc["labels"], loc)
   res = probe.score(st, out["q"], out["z"], out["logits"], jnp.asarray(graph["edges"]))
   test = loc["test_mask"] | loc["ood_test_mask"]
@@ -47,11 +57,10 @@ def test_held_out_block(graph, tmp_path):
   idt = loc["test_mask"]
   wrong = np.asarray(out["logits"]).argmax(-1)[idt] != loc["labels"][idt]
   assert ood.auroc(np.asarray(res["u_alea"])[idt], wrong) > 0.6
-  # the checkpoint is what post-hoc methods load: restoring gives the same parameters
-  restored, info2 = bb.train_backbone(model, batch, seed=0, optim=OPTIM, max_epochs=120, patience=20,
-                                      ckpt_dir=str(tmp_path / "ck"))
-  assert info2["resumed"] == 1.0
-  np.testing.assert_array_equal(bb.make_forward(model)(restored, batch)["logits"], out["logits"])
+  # a rerun resumes from the checkpoint and selects the same parameters
+  again = _fit(model, batch, str(tmp_path / "ck"))
+  assert again.resumed_from is not None
+  np.testing.assert_array_equal(bb.make_forward(model)(again.params, batch)["logits"], out["logits"])
 
 
 @pytest.fixture(scope="module")

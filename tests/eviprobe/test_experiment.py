@@ -23,13 +23,21 @@ def _tiny_config():
   return config
 
 
+def _halve_features(features, graph, rng):
+  """A user-defined shift: a random 10% of all nodes get their feature rows scaled by 0.5."""
+  mask = rng.random(features.shape[0]) < 0.1
+  features[mask] *= 0.5
+  return features, graph, mask
+
+
 def test_smoke_run_writes_schema(tmp_path):
   config = _tiny_config()
-  rows = eviprobe_graphs.run(config, str(tmp_path))
+  config.settings = config.settings + ("halved",)
+  rows = eviprobe_graphs.run(config, str(tmp_path), shifts={"halved": _halve_features})
   methods = {r["method"] for r in rows}
   assert methods == {"xeviprobe", "A3b_tau_only", *config.baselines}
   cells = {r["dataset"] for r in rows}
-  assert cells == {"csbm:loc", "csbm:normal", "csbm:normal_isolated"}
+  assert cells == {"csbm:loc", "csbm:normal", "csbm:normal_isolated", "csbm:halved"}
   for r in rows:
     assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
     auc = r["metrics"]["ood_auroc"]
@@ -52,20 +60,24 @@ def test_unknown_names_rejected():
   config = cfg_module.get_config("smoke")
   config.baselines = ("msp", "odin")
   with pytest.raises(ValueError, match="unknown baseline"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
+  config = cfg_module.get_config("smoke")
+  config.settings = ("loc", "halved")
+  with pytest.raises(ValueError, match="unknown setting"):
+    eviprobe_graphs.plan(config)            # a user shift must be passed to run(shifts=...)
   config = cfg_module.get_config("smoke:dataset=pubmed")
   with pytest.raises(ValueError, match="unknown dataset"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
   config = cfg_module.get_config("smoke")
   config.eviprobe.propagation = "diffusion"
   with pytest.raises(ValueError, match="unknown propagation"):
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
 
 
 def test_presets_build():
   for preset in cfg_module.PRESETS:
     config = cfg_module.get_config(preset)
-    eviprobe_graphs.validate(config)
+    eviprobe_graphs.plan(config)
   config = cfg_module.get_config("small:dataset=cora+citeseer,splits=3,backbone=gat")
   assert config.data.datasets == ("cora", "citeseer") and config.splits == (0, 1, 2)
   assert config.backbone.name == "gat"

@@ -9,6 +9,7 @@ import pytest
 from jaxml import core
 from jaxml.unlearning import api, losses
 from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.sampling import with_values
 from jaxml.unlearning.transform import make_transform
 
 
@@ -85,6 +86,7 @@ def test_frozen_model_and_stats_bit_identical_after_training():
   loss_fn = api.make_loss_fn(cfg, model)
   z = np.asarray(model_lib.encode(model, mparams, x))
   batch = {"zr": z, "yr": np.zeros(8, np.int32), "zf": z[::-1].copy(), "wf": np.ones(8, np.float32), "zref": z}
+  batch = with_values(lambda step: batch, 8, **api.batch_values(cfg))(0)      # beta etc. ride in the batch
   grads = jax.grad(lambda p: loss_fn(p, batch, jax.random.key(0))[0])(params)
   chex.assert_trees_all_equal(grads["model"], jax.tree.map(jnp.zeros_like, mparams))
   opt = api.make_optimizer(cfg)

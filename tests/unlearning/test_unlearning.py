@@ -8,7 +8,7 @@ from jaxml import core
 from jaxml.metrics import mia
 from jaxml.unlearning import api, baselines
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning import training
+from jaxml.unlearning.sampling import with_values
 from tests.unlearning.helpers import gaussian_task
 
 MODEL = model_lib.MLPClassifier(3, (16, 8))
@@ -61,14 +61,14 @@ def test_retrain_never_sees_forget_rows(trained, monkeypatch):
   x[task.forget_idx] = np.nan          # any forget row reaching the model would make it non-finite
   task = task._replace(x_train=x)
   seen = []
-  real_fit = core.fit
+  real_train = core.train
 
-  def recording_fit(state, train_step, batches, *, num_steps, **kw):
-    for step in range(num_steps):
+  def recording_train(trainer, batches, config, **kw):
+    for step in range(int(config["num_steps"])):
       seen.append(np.asarray(batches(step)["ir"]))
-    return real_fit(state, train_step, batches, num_steps=num_steps, **kw)
+    return real_train(trainer, batches, config, **kw)
 
-  monkeypatch.setattr(training.core, "fit", recording_fit)
+  monkeypatch.setattr(core, "train", recording_train)
   out = baselines.run_baseline("retrain", MODEL, params, task, seed=1, overrides=TRAIN)
   rows = np.concatenate(seen)
   assert np.intersect1d(rows, task.forget_idx).size == 0
@@ -123,6 +123,7 @@ def test_extensions_rescaled_prototypes_and_label_term(trained):
   loss_fn = api.make_loss_fn({"label_weight": 0.5}, MODEL)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train[:8]))
   batch = {"zr": z, "yr": task.y_train[:8], "zf": z, "wf": np.ones(8, np.float32), "zref": z}
+  batch = with_values(lambda step: batch, 8, **api.batch_values({"label_weight": 0.5}))(0)
   loss, aux = loss_fn(p, batch, jax.random.key(0))
   assert float(aux["retain_loss"]) == 0.0          # T = identity at init
   np.testing.assert_allclose(float(loss), float(0.01 * aux["forget_loss"] + 0.5 * aux["label_ce"]), rtol=1e-5)

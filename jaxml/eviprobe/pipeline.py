@@ -1,0 +1,280 @@
+"""X-EviProbe and its baselines as one importable pipeline: fit once on the clean graph, score any graph.
+
+  fitted = fit_posthoc(config, model, params, batch, train_idx, val_idx, num_classes, seed=0)
+  scores = score_all(config, fitted, model, params, shifted_batch, rng=key, stacked=ensemble_params)
+  rows   = {m: metrics_for(s, ood_nodes, id_nodes, labels) for m, (s, secs) in scores.items()}
+
+`config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), `baselines`,
+`ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2) and
+`mc_samples`. Every scorer returns numpy arrays `ood` (higher = more OOD), `misc` (higher = more
+likely misclassified), `probs` [N, K] and `pred` [N]. Structure-dependent methods read the edges of
+the batch they score, so a shift that rewires the graph is seen by all of them; GKDE (a prior built
+from hop distances to the labelled nodes) is refitted on such a graph.
+"""
+
+import time
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxml import core
+from jaxml.eviprobe import backbone as bb
+from jaxml.eviprobe import baselines as bl
+from jaxml.eviprobe import probe
+from jaxml.eviprobe.api import probe_config
+from jaxml.metrics import calibration, ood
+
+__all__ = ["OURS", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
+           "fit_posthoc", "fit_epn", "score_all", "isolated_scores", "metrics_for", "timed"]
+
+OURS = "xeviprobe"
+BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
+             "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn")
+# ablation name -> ProbeConfig overrides (spec A1-A9, teleport sweep) or a read-out variant
+ABLATIONS: dict[str, dict] = {
+    "A1_latent_only": dict(fusion="latent"), "A2_output_only": dict(fusion="output"),
+    "A3_no_prop": dict(propagation="none"), "A3b_tau_only": dict(propagation="tau"),
+    "A4_classwise": dict(propagation="classwise"), "A5_sym_norm": dict(norm="sym"),
+    "A6_chi2": dict(typicality="chi2"), "A6_conformal": dict(typicality="conformal"),
+    "A6_cosine": dict(typicality="cosine"), "A7_temperature": dict(temperature=True),
+    "A8_z": dict(latent="z"), "A8_q_and_z": dict(latent="both"), "A9_log": dict(propagation="log"),
+    "a0.3": dict(teleport=0.3), "a0.5": dict(teleport=0.5), "ours_mi": {}, "ours_neg_log_evidence": {},
+}
+READOUT_VARIANTS = {"ours_mi": "mutual_info", "ours_neg_log_evidence": "neg_log_evidence"}
+ISOLATED_METHODS = (OURS, "A3_no_prop", "A3b_tau_only", "msp", "energy", "gnnsafe", "maha_q")
+
+_fit_probe = jax.jit(probe.fit_probe, static_argnums=6)
+_score = jax.jit(probe.score, static_argnums=5)
+_fit_latent = jax.jit(probe.fit_latent_probe, static_argnums=4)
+# GKDE's sigma is traced: one compile serves every value.
+_gkde = jax.jit(bl.gkde_prior, static_argnames=("num_classes", "num_nodes", "max_hops"))
+_gnnsafe = jax.jit(bl.gnnsafe, static_argnames=("steps", "alpha"))
+
+
+class Fitted(NamedTuple):
+  """What the post-hoc methods fitted on the clean graph (plus the inputs GKDE needs to refit)."""
+
+  cfgs: dict[str, probe.ProbeConfig]     # OURS and each ablation
+  probe: dict[str, probe.ProbeState]
+  maha_z: probe.LatentProbe
+  temperature: jax.Array
+  gkde: dict | None
+  epn: Any
+  edges: np.ndarray                      # the clean graph's edges
+  labels: np.ndarray
+  train_idx: np.ndarray
+  num_classes: int
+  cost: dict[str, dict[str, float]]
+
+
+def _section(config: Mapping[str, Any], name: str) -> dict:
+  return dict(config[name])
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+  """Runs fn twice (compile, then a timed warm call); returns (result, warm seconds)."""
+  jax.block_until_ready(fn())
+  t0 = time.perf_counter()
+  out = jax.block_until_ready(fn())
+  return out, time.perf_counter() - t0
+
+
+def _np(tree):
+  return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def probe_configs(config: Mapping[str, Any]) -> dict[str, probe.ProbeConfig]:
+  """OURS from `config['eviprobe']`, then each of `config['ablations']` as overrides of it."""
+  base = _section(config, "eviprobe")
+  out = {OURS: probe_config(base)}
+  for name in config["ablations"]:
+    if name not in ABLATIONS:
+      raise ValueError(f"unknown ablation {name!r}; expected one of {', '.join(ABLATIONS)}")
+    out[name] = probe_config(base | ABLATIONS[name])
+  return out
+
+
+def _gkde_fit(config, edges, labels, train_idx, num_classes, logits) -> dict:
+  g = _section(config, "gkde")
+  return _gkde(jnp.asarray(edges), jnp.asarray(labels), jnp.asarray(train_idx), num_classes=num_classes,
+               num_nodes=labels.shape[0], logits=logits, sigma=jnp.float32(g["sigma"]), max_hops=int(g["max_hops"]))
+
+
+def fit_epn(config: Mapping[str, Any], z: np.ndarray, labels: np.ndarray, train_idx: np.ndarray,
+            val_idx: np.ndarray, num_classes: int, seed: int) -> tuple[Any, float]:
+  """Trains the EPN probe on frozen latents z through core.fit; returns (params, wall seconds)."""
+  e = _section(config, "epn")
+  method = bl.make_epn_method(num_classes, hidden=int(e["hidden"]), l2=float(e["l2"]))
+  n = labels.shape[0]
+  zb = {"z": np.asarray(z), "labels": labels, "train_mask": np.isin(np.arange(n), train_idx).astype(np.float32),
+        "val_mask": np.isin(np.arange(n), val_idx).astype(np.float32)}
+  steps = int(e["steps"])
+  opt = core.make_optimizer({"name": "adam", "lr": float(e["lr"])}, steps)
+  state = core.create_train_state(method.init(jax.random.key(seed + 17), zb), opt, seed + 17)
+  t0 = time.perf_counter()
+  res = core.fit(state, core.make_train_step(method.loss_fn, opt), lambda _s: zb, num_steps=steps,
+                 shard_batch_rows=False, log_every=steps, name="epn", progress=False)
+  return res.state.params, time.perf_counter() - t0
+
+
+def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, Any], train_idx: np.ndarray,
+                val_idx: np.ndarray, num_classes: int, *, seed: int = 0) -> Fitted:
+  """Fits everything that is fitted once on the clean graph: the probe (and its ablations),
+  temperature, z-Mahalanobis, GKDE and EPN. `batch` holds features, edges and labels."""
+  out = bb.forward(model, params, batch)
+  labels = np.asarray(batch["labels"])
+  lab, tr, va = jnp.asarray(labels), jnp.asarray(train_idx), jnp.asarray(val_idx)
+  cfgs = probe_configs(config)
+  baselines = tuple(config["baselines"])
+  cost: dict[str, dict[str, float]] = {}
+  probes = {}
+  for name, cfg in cfgs.items():
+    # the fit depends only on which latent is probed: equal fit configs share one compile
+    fit_cfg = probe.ProbeConfig(latent=cfg.latent)
+    fit = lambda: _fit_probe(out["q"], out["z"], out["logits"], lab, tr, va, fit_cfg)  # noqa: E731
+    if name == OURS:
+      probes[name], secs = timed(fit)
+      cost[name] = {"fit_s": secs}
+    else:     # ablations are not timed (saves a second run of each)
+      probes[name] = fit()
+  maha_z, secs = timed(lambda: _fit_latent(out["z"], lab, tr, va, num_classes))
+  cost["maha_z"] = {"fit_s": secs}
+  cost["maha_q"] = {"fit_s": cost[OURS]["fit_s"]}
+  edges = np.asarray(batch["edges"])
+  gkde = None
+  if "gkde" in baselines:
+    gkde, secs = timed(lambda: _gkde_fit(config, edges, labels, train_idx, num_classes, out["logits"]))
+    cost["gkde"] = {"fit_s": secs}
+  epn = None
+  if "epn" in baselines:
+    epn, secs = fit_epn(config, np.asarray(out["z"]), labels, train_idx, val_idx, num_classes, seed)
+    cost["epn"] = {"train_s": secs}
+  return Fitted(cfgs, probes, maha_z, probes[OURS].temperature, gkde, epn, edges, labels,
+                np.asarray(train_idx), num_classes, cost)
+
+
+def _same_graph(a: np.ndarray, b: np.ndarray) -> bool:
+  return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: Mapping[str, Any], *,
+              rng: jax.Array, stacked: Any = None) -> dict[str, tuple[dict, float]]:
+  """method -> (numpy scores {ood, misc, probs, pred[, n_clamped]}, warm score seconds) on `batch`
+  (the clean graph or a shifted one). `stacked`: the ensemble's stacked parameters."""
+  out = bb.forward(model, params, batch)
+  edges_np = np.asarray(batch["edges"])
+  e = jnp.asarray(edges_np)
+  baselines = tuple(config["baselines"])
+  k = fitted.num_classes
+  res: dict[str, tuple[dict, float]] = {}
+  pred = np.asarray(out["logits"]).argmax(-1)
+  for name, cfg in fitted.cfgs.items():
+    state = fitted.probe[name]
+    if name == OURS:
+      s, secs = timed(lambda: _score(state, out["q"], out["z"], out["logits"], e, cfg))
+    else:
+      s, secs = _score(state, out["q"], out["z"], out["logits"], e, cfg), float("nan")
+    s = _np(s)
+    res[name] = ({"ood": s[READOUT_VARIANTS.get(name, "u_epi")], "misc": s["u_alea"], "probs": s["mean_probs"],
+                  "pred": pred, "n_clamped": float(s["n_clamped"])}, secs)
+  logits = out["logits"]
+  gs = _section(config, "gnnsafe")
+  simple = {
+      "msp": lambda: bl.msp(logits), "entropy": lambda: bl.entropy_score(logits),
+      "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature),
+      "energy": lambda: bl.energy(logits),
+      "gnnsafe": lambda: _gnnsafe(logits, e, steps=int(gs["steps"]), alpha=float(gs["alpha"])),
+      "maha_q": lambda: bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits),
+      "maha_z": lambda: bl.mahalanobis(fitted.maha_z, out["z"], logits),
+  }
+  for name, fn in simple.items():
+    if name in baselines:
+      s, secs = timed(fn)
+      res[name] = (_np(s) | {"pred": pred}, secs)
+  if "gkde" in baselines:
+    if _same_graph(edges_np, fitted.edges):   # a structure-only prior: unchanged by feature shifts
+      g, secs = fitted.gkde, 0.0
+    else:                                     # the graph was rewired: the prior is refitted on it
+      g, secs = timed(lambda: _gkde_fit(config, edges_np, fitted.labels, fitted.train_idx, k, logits))
+    res["gkde"] = (_np({key: g[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
+  if "epn" in baselines:
+    hidden = int(_section(config, "epn")["hidden"])
+    s, secs = timed(lambda: bl.epn_scores(fitted.epn, out["z"], logits, k, hidden))
+    res["epn"] = (_np({key: s[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
+  samplers = []
+  if {"mc_dropout", "mc_dropout_mi"} & set(baselines):
+    samplers.append(("mc_dropout", "mi", lambda: bb.mc_logits(model, params, batch, rng, int(config["mc_samples"]))))
+  if {"ensemble", "ensemble_var"} & set(baselines):
+    if stacked is None:
+      raise ValueError("ensemble baselines need the stacked ensemble parameters (stacked=...)")
+    samplers.append(("ensemble", "var", lambda: bb.ensemble_logits(model, stacked, batch)))
+  for name, second, fn in samplers:
+    samples, secs = timed(fn)
+    s = _np(bl.sample_average(samples))
+    p_pred = s["probs"].argmax(-1)
+    both = {"misc": s["misc"], "probs": s["probs"], "pred": p_pred}
+    res[name] = ({"ood": s["ood"]} | both, secs)
+    res[f"{name}_{second}"] = ({"ood": s[second]} | both, secs)
+  return {m: v for m, v in res.items() if m in (OURS, *baselines, *config["ablations"])}
+
+
+def _safe(fn, *args) -> float:
+  try:
+    return fn(*args)
+  except ValueError:
+    return float("nan")
+
+
+def metrics_for(s: Mapping[str, np.ndarray], ood_nodes: np.ndarray, id_nodes: np.ndarray,
+                labels: np.ndarray) -> dict[str, float]:
+  """OOD metrics over ood_nodes (positives) vs id_nodes; misclassification/calibration on id_nodes."""
+  out: dict[str, float] = {}
+  if ood_nodes.size:
+    sc = np.r_[s["ood"][ood_nodes], s["ood"][id_nodes]]
+    lab = np.r_[np.ones(ood_nodes.size), np.zeros(id_nodes.size)]
+    out.update(ood_auroc=_safe(ood.auroc, sc, lab), ood_aupr=_safe(ood.aupr, sc, lab),
+               ood_fpr95=_safe(ood.fpr_at_tpr, sc, lab, 0.95))
+  wrong = s["pred"][id_nodes] != labels[id_nodes]
+  out.update(misc_auroc=_safe(ood.auroc, s["misc"][id_nodes], wrong),
+             misc_aupr=_safe(ood.aupr, s["misc"][id_nodes], wrong),
+             acc=float(1.0 - wrong.mean()), ece=calibration.ece(s["probs"][id_nodes], labels[id_nodes], bins=10),
+             brier=calibration.brier(s["probs"][id_nodes], labels[id_nodes]))
+  return out
+
+
+def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, batch: Mapping[str, Any],
+                    nodes: np.ndarray, rows: np.ndarray) -> dict:
+  """method -> OOD scores [len(nodes)] when node nodes[i] alone gets feature row rows[i] (one forward
+  per node, all in one jitted `lax.map`); needs dense features `batch['x']`. Also returns wall_s."""
+  if "x" not in batch:
+    raise ValueError("isolated settings need dense features (batch['x'])")
+  e = jnp.asarray(batch["edges"])
+  cfgs = fitted.cfgs
+  baselines = tuple(config["baselines"])
+  methods = [m for m in ISOLATED_METHODS if m in cfgs or m in baselines]
+  gs = _section(config, "gnnsafe")
+  x0 = jnp.asarray(batch["x"])
+
+  def one(args):
+    i, row = args
+    out = bb.forward_eval(model, params, dict(batch, x=x0.at[i].set(row)))
+    logits = out["logits"]
+    res = {}
+    for m in methods:
+      if m in cfgs:
+        res[m] = probe.score(fitted.probe[m], out["q"], out["z"], logits, e, cfgs[m])["u_epi"][i]
+      elif m == "msp":
+        res[m] = bl.msp(logits)["ood"][i]
+      elif m == "energy":
+        res[m] = bl.energy(logits)["ood"][i]
+      elif m == "gnnsafe":
+        res[m] = bl.gnnsafe(logits, e, steps=int(gs["steps"]), alpha=float(gs["alpha"]))["ood"][i]
+      elif m == "maha_q":
+        res[m] = bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits)["ood"][i]
+    return res
+
+  t0 = time.perf_counter()
+  out = jax.jit(lambda n, r: jax.lax.map(one, (n, r)))(jnp.asarray(nodes), jnp.asarray(rows))
+  return {"scores": _np(out), "wall_s": time.perf_counter() - t0}
