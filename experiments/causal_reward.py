@@ -175,7 +175,7 @@ def plot_bon(per_method: dict, workdir: str, dataset: str) -> None:
     gain = np.mean([np.asarray(r["gold"]) - r["gold"][0] for r in runs], axis=0)
     alpha, beta = crm.fit_gao(kl, gain)
     d = np.sqrt(np.linspace(0, kl[-1], 100))
-    color = f"C{i % 10}"
+    color = plt.get_cmap("tab20")(i % 20)
     style = "-" if name.startswith("crm") or name.startswith("oracle") else "--"
     axes[0].plot(kl, gain, "o", color=color, ms=3)
     axes[0].plot(d * d, d * (alpha - beta * d), style, color=color, label=f"{name} (a={alpha:.2f}, b={beta:.2f})")
