@@ -69,8 +69,8 @@ def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) 
 def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
           hp: Mapping[str, float] | None = None, val: Mapping[str, np.ndarray] | None = None,
           writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
-          progress: bool = False, mesh=None, checkpoint_dir: str | None = None, checkpoint_every: int = 0
-          ) -> TrainOutput:
+          progress: bool = False, mesh=None, checkpoint_dir: str | None = None, checkpoint_every: int = 0,
+          steps_per_dispatch: int = 0) -> TrainOutput:
   """Trains `trainer`'s model on `data` (keys of `TRAIN_KEYS` that are present) for `epochs`.
 
   hp: loss weights (names in `api.WEIGHTS`) overriding the trainer's config for this run; the
@@ -108,7 +108,8 @@ def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs
   manager = core.make_manager(checkpoint_dir) if checkpoint_dir and checkpoint_every > 0 else None
   result = core.fit(state, trainer.step, batches, num_steps=total, log_every=min(log_every, total), writer=writer,
                     name=name, progress=progress, mesh=mesh, checkpoint_manager=manager,
-                    checkpoint_every=checkpoint_every if manager else 0, **eval_kw)
+                    checkpoint_every=checkpoint_every if manager else 0, steps_per_dispatch=steps_per_dispatch,
+                    **eval_kw)
   return TrainOutput(result.state.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
                      time.perf_counter() - t0, total)
 
