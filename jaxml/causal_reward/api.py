@@ -5,9 +5,13 @@ Batches (dicts of arrays, rows = preference pairs):
   t_w, t_l [B, K]      observable cue proxies (e.g. standardised log length, sycophancy flag)
   label [B]            optional soft label P(w beats l) (default 1)
   grl_lambda [B]       GRL strength for this step, computed on the host from the step
-                       (`model.grl_schedule`); constant over the batch, fed per row so it shards.
+                       (`grl_schedule`); constant over the batch, fed per row so it shards.
+  hp                   optional dict name -> [B] of the loss weights in `WEIGHTS`: fed as arrays,
+                       so variants that differ only in weights (and every seed) share one compiled
+                       step; missing entries take the config's value as a constant.
 
-Config keys (a mapping; missing keys take the spec defaults in `DEFAULTS`).
+`config` is a plain dict or a ConfigDict; missing keys take `default_config()`'s values (the one
+source of the spec's defaults: `configs/causal_reward.py` builds its section from it).
 """
 
 from typing import Any, Callable, Mapping
@@ -18,35 +22,54 @@ import optax
 
 from jaxml import core
 from jaxml.causal_reward import baselines, losses
-from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM
+from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM, adversary_mlp
 
-__all__ = ["KINDS", "FACTORED_KINDS", "DEFAULTS", "make_method", "make_reward_fn", "make_factor_fn",
-           "make_optimizer", "resolve"]
+__all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "resolve", "make_method",
+           "make_reward_fn", "make_factor_fn", "make_optimizer"]
 
 FACTORED_KINDS = ("crm_u", "crm_n")
 KINDS = FACTORED_KINDS + ("vanilla", "oracle", "odin", "covariate", "vib", "rrm")
+ADV_MODES = ("grl", "alternating")
+# Loss weights that enter the jitted step as arrays (`batch["hp"]`).
+WEIGHTS = ("adv_weight", "rec", "orth", "beta_c", "aux", "adv2", "dec", "odin_weight", "vib_beta", "rrm_weight")
 
-DEFAULTS: dict[str, Any] = {
-    "kind": "crm_u", "dim": 64, "num_cues": 2,
-    "trunk_hidden": 128, "trunk_out": 64, "d_c": 16, "d_n": 16, "adv_hidden": 32, "dec_hidden": 128,
-    "use_layer_norm": True,
-    "adv_weight": 1.0,          # lambda_adv (0 = ablation without adversary)
-    "adv_target": "pref",       # "pref" (BT on a) or "reward" (regress a on stop_grad(r)) ablation
-    "rec": 0.1, "orth": 0.01, "beta_c": 0.0,
-    "aux": 1.0, "adv2": 1.0, "dec": 1.0,    # CRM-N weights of L_aux, L_adv2, L_dec
-    "lr": 1e-3, "weight_decay": 1e-4, "adv_lr": 1e-2, "clip_norm": 1.0,
-    "odin_cues": (0,), "odin_weight": 1.0,
-    "vib_beta": 1e-2, "vib_latent": 16,
-    "rrm_weight": 1.0,
-}
+
+def default_config() -> dict[str, Any]:
+  """The spec's model and loss defaults (section 1, 2 and the corrections of section 9)."""
+  return {
+      "kind": "crm_n", "dim": 64, "num_cues": 2,
+      "trunk_hidden": 128, "trunk_out": 64, "d_c": 16, "d_n": 16, "adv_hidden": 32, "dec_hidden": 128,
+      "norm_c": False,            # spec 9.1: a norm on z_c bounds the reward (ablation: True)
+      "norm_n": True,
+      "adv_weight": 1.0,          # lambda_adv (0 = ablation without adversary)
+      "adv_target": "pref",       # "pref" (BT on a) or "reward" (regress a on stop_grad(r))
+      "adv_mode": "grl",          # "grl" or "alternating" (k adversary steps on frozen z_n, then the encoder)
+      "adv_steps": 5, "adv_inner_lr": 0.1,   # alternating: inner SGD steps and rate
+      "adv_condition": False,     # CRM-N: the adversary also sees the cues (conditional adversary)
+      "adv_lr_mult": 10.0,        # adversary optimiser group's rate = optim.lr * adv_lr_mult
+      "lam_max": 1.0, "gamma": 10.0, "schedule": "dann",
+      "rec": 0.1, "orth": 0.01, "beta_c": 0.0,
+      "aux": 1.0, "adv2": 1.0, "dec": 1.0,    # CRM-N weights of L_aux, L_adv2, L_dec
+      "odin_cues": (0,), "odin_weight": 1.0,
+      "vib_beta": 1e-2, "vib_latent": 16,
+      "rrm_weight": 1.0,
+  }
 
 
 def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
-  """Spec defaults overridden by `config` (a dict or ConfigDict); unknown kinds raise."""
-  cfg = dict(DEFAULTS)
-  cfg.update({k: v for k, v in dict(config).items()})
+  """`default_config()` overridden by `config` (dict or ConfigDict); unknown keys or kinds raise."""
+  cfg = default_config()
+  given = dict(config.items()) if hasattr(config, "items") else dict(config)
+  unknown = sorted(set(given) - set(cfg))
+  if unknown:
+    raise ValueError(f"unknown causal_reward config keys {unknown}; expected a subset of {sorted(cfg)}")
+  cfg.update(given)
   if cfg["kind"] not in KINDS:
     raise ValueError(f"unknown causal_reward kind {cfg['kind']!r}; expected one of {KINDS}")
+  if cfg["adv_mode"] not in ADV_MODES:
+    raise ValueError(f"unknown adv_mode {cfg['adv_mode']!r}; expected one of {ADV_MODES}")
+  if cfg["adv_target"] not in ("pref", "reward"):
+    raise ValueError(f"unknown adv_target {cfg['adv_target']!r}; expected 'pref' or 'reward'")
   return cfg
 
 
@@ -56,7 +79,8 @@ def _module(cfg: Mapping[str, Any]):
   if kind in FACTORED_KINDS:
     return FactoredRM(dim=cfg["dim"], d_c=cfg["d_c"], d_n=cfg["d_n"], adv_hidden=cfg["adv_hidden"],
                       dec_hidden=cfg["dec_hidden"], num_cues=cfg["num_cues"] if kind == "crm_n" else 0,
-                      use_layer_norm=cfg["use_layer_norm"], stochastic_c=cfg["beta_c"] > 0, **trunk)
+                      norm_c=bool(cfg["norm_c"]), norm_n=bool(cfg["norm_n"]), stochastic_c=cfg["beta_c"] > 0,
+                      adv_condition=bool(cfg["adv_condition"]), **trunk)
   if kind == "odin":
     return baselines.OdinRM(**trunk)
   if kind == "covariate":
@@ -97,42 +121,77 @@ def make_factor_fn(config: Mapping[str, Any]) -> Callable[[Any, jax.Array], tupl
   return factors
 
 
-def _pairs(batch):
-  return batch["h_w"], batch["h_l"], batch.get("label")
+def _weight(batch, cfg, name: str) -> jax.Array:
+  hp = batch.get("hp", {})
+  return jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)
+
+
+def _alternating_term(params, z_n: jax.Array, b: int, label, cfg, t: jax.Array | None) -> jax.Array:
+  """Encoder loss against an adversary trained `adv_steps` SGD steps on the frozen z_n.
+
+  The inner steps start from the persistent adversary (trained by the optimiser on the frozen
+  z_n as well) and are not kept; the encoder then minimises the adversary's confusion loss
+  BT(a_w, a_l; 1/2), i.e. it makes the adversary's preference uninformative (maximising the
+  adversary's loss instead would reward confidently wrong predictions).
+  """
+  adv = adversary_mlp(cfg["adv_hidden"])
+  theta = jax.lax.stop_gradient(params["params"]["adversary"])
+  z_frozen = jax.lax.stop_gradient(z_n)
+  cond = (lambda z: jnp.concatenate([z, t], axis=-1)) if t is not None else (lambda z: z)
+
+  def adv_loss(th, z):
+    a = adv.apply({"params": th}, cond(z))[..., 0]
+    return losses.bt_loss(a[:b], a[b:], label)
+
+  def inner(_, th):
+    g = jax.grad(adv_loss)(th, z_frozen)
+    return jax.tree.map(lambda p, d: p - cfg["adv_inner_lr"] * d, th, g)
+
+  theta = jax.lax.fori_loop(0, int(cfg["adv_steps"]), inner, theta)
+  a = adv.apply({"params": theta}, cond(z_n))[..., 0]
+  return losses.bt_loss(a[:b], a[b:], jnp.full((b,), 0.5, a.dtype))
 
 
 def _factored_loss(module, cfg):
   nuisance = cfg["kind"] == "crm_n"
+  alternating = cfg["adv_mode"] == "alternating"
 
   def loss_fn(params, batch, rng):
-    h_w, h_l, label = _pairs(batch)
+    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
     b = h_w.shape[0]
+    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
     h = jnp.concatenate([h_w, h_l], axis=0)
+    t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0) if nuisance else None
+    t_adv = t if cfg["adv_condition"] else None
     lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
-    out = module.apply(params, h, lam, rng if cfg["beta_c"] > 0 else None)
+    # Alternating: the layer gets lam = 0, so the adversary trains on a frozen z_n (zero cotangent
+    # to the encoder); the encoder's push comes from `_alternating_term`, scaled by the same ramp.
+    out = module.apply(params, h, jnp.zeros_like(lam) if alternating else lam, rng if cfg["beta_c"] > 0 else None,
+                       t_adv)
     r, a = out["r"], out["a"]
     l_bt = losses.bt_loss(r[:b], r[b:], label)
     if cfg["adv_target"] == "pref":
       l_adv = losses.bt_loss(a[:b], a[b:], label)
-    elif cfg["adv_target"] == "reward":
-      l_adv = 0.5 * jnp.mean((a - jax.lax.stop_gradient(r)) ** 2)
     else:
-      raise ValueError(f"unknown adv_target {cfg['adv_target']!r}")
+      l_adv = 0.5 * jnp.mean((a - jax.lax.stop_gradient(r)) ** 2)
     l_rec = losses.reconstruction(h, out["h_hat"])
     l_orth = losses.cross_cov_fro2(out["z_c"], out["z_n"])
-    loss = l_bt + cfg["adv_weight"] * l_adv + cfg["rec"] * l_rec + cfg["orth"] * l_orth
+    loss = l_bt + w("adv_weight") * l_adv + w("rec") * l_rec + w("orth") * l_orth
     aux = {"l_bt": l_bt, "l_adv": l_adv, "l_rec": l_rec, "l_orth": l_orth, "lam": lam,
            "acc": losses.pairwise_accuracy(r[:b], r[b:], label)}
+    if alternating:
+      l_conf = _alternating_term(params, out["z_n"], b, label, cfg, t_adv)
+      loss = loss + w("adv_weight") * lam * l_conf
+      aux["l_confuse"] = l_conf
     if cfg["beta_c"] > 0:
       l_min = losses.gaussian_kl(out["mu_c"], out["logvar_c"])
-      loss = loss + cfg["beta_c"] * l_min
+      loss = loss + w("beta_c") * l_min
       aux["l_min"] = l_min
     if nuisance:
-      t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0)
       l_aux = 0.5 * jnp.mean((out["t_aux"] - t) ** 2)
       l_adv2 = 0.5 * jnp.mean((out["t_adv"] - t) ** 2)
       l_dec = sum(jnp.abs(losses.pearson(r, t[:, k])) for k in range(t.shape[1]))
-      loss = loss + cfg["aux"] * l_aux + cfg["adv2"] * l_adv2 + cfg["dec"] * l_dec
+      loss = loss + w("aux") * l_aux + w("adv2") * l_adv2 + w("dec") * l_dec
       aux.update(l_aux=l_aux, l_adv2=l_adv2, l_dec=l_dec)
     return loss, aux
 
@@ -143,8 +202,9 @@ def _baseline_loss(module, cfg):
   kind = cfg["kind"]
 
   def loss_fn(params, batch, rng):
-    h_w, h_l, label = _pairs(batch)
+    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
     b = h_w.shape[0]
+    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
     h = jnp.concatenate([h_w, h_l], axis=0)
     aux: dict[str, jax.Array] = {}
     if kind == "odin":
@@ -153,7 +213,7 @@ def _baseline_loss(module, cfg):
       total = out["r_q"] + out["r_l"]
       l_bt = losses.bt_loss(total[:b], total[b:], label)
       pen = baselines.odin_penalty(out["r_q"], out["r_l"], t, out["w_q"], out["w_l"], tuple(cfg["odin_cues"]))
-      loss, r = l_bt + cfg["odin_weight"] * pen, out["r_q"]
+      loss, r = l_bt + w("odin_weight") * pen, out["r_q"]
       aux["odin_penalty"] = pen
     elif kind == "covariate":
       t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0)
@@ -164,7 +224,7 @@ def _baseline_loss(module, cfg):
       r, mu, logvar = module.apply(params, h, rng)
       l_bt = losses.bt_loss(r[:b], r[b:], label)
       kl = losses.gaussian_kl(mu, logvar)
-      loss = l_bt + cfg["vib_beta"] * kl
+      loss = l_bt + w("vib_beta") * kl
       aux["kl"] = kl
     else:
       r = module.apply(params, h)
@@ -172,7 +232,7 @@ def _baseline_loss(module, cfg):
       loss = l_bt
       if kind == "rrm":
         l_rrm = baselines.rrm_loss_terms(r[:b], r[b:])
-        loss = loss + cfg["rrm_weight"] * l_rrm
+        loss = loss + w("rrm_weight") * l_rrm
         aux["l_rrm"] = l_rrm
     aux.update(l_bt=l_bt, acc=losses.pairwise_accuracy(r[:b], r[b:], label))
     return loss, aux
@@ -181,7 +241,7 @@ def _baseline_loss(module, cfg):
 
 
 def make_method(config: Mapping[str, Any]) -> core.Method:
-  """Returns `core.Method(init, loss_fn, eval_fn)` for `config["kind"]` (see `KINDS`).
+  """`core.Method(init, loss_fn, eval_fn)` for `config["kind"]` (see `KINDS`).
 
   init(rng, example_batch) -> params; eval_fn(params, batch) -> {"acc", "bt"} on the batch's
   pairs using the inference reward.
@@ -208,16 +268,20 @@ def make_method(config: Mapping[str, Any]) -> core.Method:
   return core.Method(init=init, loss_fn=loss_fn, eval_fn=eval_fn)
 
 
-def make_optimizer(config: Mapping[str, Any], total_steps: int = 0) -> optax.GradientTransformation:
-  """AdamW(lr, wd) after global-norm clipping; for factored kinds the adversary heads form a
-  second group with Adam(adv_lr) after its own clipping (`core.multi_group`)."""
+def make_optimizer(config: Mapping[str, Any], optim: Mapping[str, Any], total_steps: int = 0
+                   ) -> optax.GradientTransformation:
+  """`core.make_optimizer(optim)` (every key of the experiment's `optim` section is honoured);
+  for factored kinds the adversary heads form a second group with the same transformation at
+  `optim.lr * adv_lr_mult` and no weight decay (the spec's Adam at 10x)."""
   cfg = resolve(config)
-  del total_steps  # constant rates, as in the spec
-  clip = float(cfg["clip_norm"])
-  main = optax.chain(optax.clip_by_global_norm(clip), optax.adamw(cfg["lr"], weight_decay=cfg["weight_decay"]))
+  optim = dict(optim.items()) if hasattr(optim, "items") else dict(optim)
+  main = core.make_optimizer(optim, total_steps)
   if cfg["kind"] not in FACTORED_KINDS:
     return main
-  adversary = optax.chain(optax.clip_by_global_norm(clip), optax.adam(cfg["adv_lr"]))
+  adv_optim = {**optim, "lr": float(optim.get("lr", 1e-3)) * float(cfg["adv_lr_mult"]), "weight_decay": 0.0}
+  if adv_optim.get("name") == "adamw":
+    adv_optim["name"] = "adam"
+  adversary = core.make_optimizer(adv_optim, total_steps)
   pattern = r"(^|/)(" + "|".join(ADVERSARY_MODULES) + r")(/|$)"
   return core.multi_group({"main": main, "adversary": adversary},
                           lambda params: core.label_by_path(params, [(pattern, "adversary")], "main"))

@@ -1,11 +1,15 @@
 """Factored causal reward model: trunk -> (z_c, z_n); reward on z_c, adversary on GRL(z_n).
 
     u   = Trunk(h)                          MLP (hidden, GELU) -> trunk_out
-    z_c = LN(P_c u),  z_n = LN(P_n u)       parameter-free layer norm
+    z_c = P_c u,  z_n = LN(P_n u)           parameter-free layer norm on z_n (`norm_n`); on z_c only
+                                            as an ablation (`norm_c`): it bounds the reward, and
+                                            best-of-N at large N then stops ranking the top
     r   = w_r^T z_c + b_r                   reward head (causal factor only)
     a   = Adv(GRL_lam(z_n))                 adversary, MLP adv_hidden -> 1
     h^  = Dec([z_c, z_n])                   decoder, MLP dec_hidden -> D
   CRM-N adds  g(z_n) -> t  (auxiliary, no reversal) and  b(GRL_lam(z_c)) -> t  (second adversary).
+  With `adv_condition` (CRM-N) the adversary reads [GRL(z_n), t]: it is rewarded only for preference
+  information in z_n beyond the cues, which z_n is meant to hold (a conditional adversary).
 
 The gradient-reversal layer is identity forward and multiplies the cotangent by -lam backward;
 lam is an array argument, so changing it between calls never recompiles.
@@ -20,7 +24,7 @@ import numpy as np
 
 from jaxml.nn.mlp import MLP
 
-__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "Trunk", "FactoredRM", "ADVERSARY_MODULES"]
+__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "adversary_mlp", "Trunk", "FactoredRM", "ADVERSARY_MODULES"]
 
 # Top-level submodule names that form the adversary optimiser group.
 ADVERSARY_MODULES = ("adversary", "adversary2")
@@ -75,6 +79,11 @@ def layer_norm(x: jax.Array, eps: float = 1e-5) -> jax.Array:
   return (x - mu) * jax.lax.rsqrt(var + eps)
 
 
+def adversary_mlp(hidden: int, out: int = 1, name: str | None = None) -> nn.Module:
+  """The adversary's MLP (hidden GELU -> out); also applied on its own by the alternating update."""
+  return MLP((hidden, out), activation=nn.gelu, name=name)
+
+
 class Trunk(nn.Module):
   """Shared trunk u = Dense(out)(GELU(Dense(hidden)(h))): [N, D] -> [N, out]."""
 
@@ -101,13 +110,14 @@ class FactoredRM(nn.Module):
   adv_hidden: int = 32
   dec_hidden: int = 128
   num_cues: int = 0
-  use_layer_norm: bool = True
+  norm_c: bool = False
+  norm_n: bool = True
   stochastic_c: bool = False
+  adv_condition: bool = False
 
   @nn.compact
-  def __call__(self, h: jax.Array, lam: jax.Array | float = 0.0, rng: jax.Array | None = None
-               ) -> dict[str, jax.Array]:
-    norm = layer_norm if self.use_layer_norm else (lambda x: x)
+  def __call__(self, h: jax.Array, lam: jax.Array | float = 0.0, rng: jax.Array | None = None,
+               t: jax.Array | None = None) -> dict[str, jax.Array]:
     u = Trunk(self.trunk_hidden, self.trunk_out, name="trunk")(h)
     out: dict[str, jax.Array] = {}
     if self.stochastic_c:
@@ -117,10 +127,15 @@ class FactoredRM(nn.Module):
       out.update(mu_c=mu, logvar_c=logvar)
     else:
       pre_c = nn.Dense(self.d_c, name="proj_c")(u)
-    z_c = norm(pre_c)
-    z_n = norm(nn.Dense(self.d_n, name="proj_n")(u))
+    z_c = layer_norm(pre_c) if self.norm_c else pre_c
+    z_n = nn.Dense(self.d_n, name="proj_n")(u)
+    z_n = layer_norm(z_n) if self.norm_n else z_n
     r = nn.Dense(1, name="reward_head")(z_c)[..., 0]
-    a = MLP((self.adv_hidden, 1), activation=nn.gelu, name="adversary")(grad_reverse(z_n, lam))[..., 0]
+    adv_in = grad_reverse(z_n, lam)
+    if self.adv_condition and self.num_cues > 0:   # the adversary also sees the cues, un-reversed
+      t = jnp.zeros((h.shape[0], self.num_cues), h.dtype) if t is None else t
+      adv_in = jnp.concatenate([adv_in, t], axis=-1)
+    a = adversary_mlp(self.adv_hidden, name="adversary")(adv_in)[..., 0]
     h_hat = MLP((self.dec_hidden, self.dim), activation=nn.gelu, name="decoder")(
         jnp.concatenate([z_c, z_n], axis=-1))
     out.update(r=r, a=a, z_c=z_c, z_n=z_n, h_hat=h_hat)

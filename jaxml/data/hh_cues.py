@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "variant", "inject", "split_by_context",
+__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
            "response_variants", "sample_injections", "word_count"]
 
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
@@ -68,3 +68,101 @@ def sample_injections(n: int, p_chosen: float, p_rejected: float, *, seed: int) 
   """Variant codes [n] for the chosen and the rejected response of n pairs."""
   rng = np.random.default_rng([seed, 23])
   return _draw(rng, n, p_chosen), _draw(rng, n, p_rejected)
+
+
+def _cut(text: str, offsets, keep: int) -> str:
+  """`text` up to the end of its `keep`-th token (token offsets from a WordPiece encoding)."""
+  if keep >= len(offsets):
+    return text
+  return text[:offsets[keep - 1][1]] if keep > 0 else ""
+
+
+def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, max_len: int,
+                 prompt_tokens: int = 32) -> dict:
+  """Encoder texts of every response variant, built so that every injected cue is seen.
+
+  The last user turn is cut to `prompt_tokens` tokens, and the clean response is cut to the
+  token budget left after reserving room for the longest opener and the full padding; the cues
+  are injected into the cut response. So no variant exceeds `max_len` tokens and truncation
+  never removes a cue (the first implementation appended padding after responses that the
+  encoder's truncation then cut off).
+
+  Args:
+    pairs: {"context", "chosen", "rejected"} dicts.
+    opener_index: int [n, 2], which opener each (pair, side) uses.
+    tokenizer: a `tokenizers.Tokenizer` with truncation disabled (`encode_batch` gives ids
+      and character offsets).
+    max_len: the encoder's maximum length, [CLS] and [SEP] included.
+  Returns:
+    texts: list of n * 2 * NUM_VARIANTS strings ordered [pair, side, variant];
+    tokens: int [n, 2, NUM_VARIANTS] response tokens in the encoder's window (the length cue,
+      counted only on what the encoder sees); opener: float [n, 2, NUM_VARIANTS] flags;
+    cut: bool [n, 2] whether the clean response was shortened; overflow: number of texts longer
+      than `max_len` tokens (0 by construction; reported as a check).
+  """
+  from jaxml.data.text import last_user_turn   # strings only
+  enc = lambda xs: tokenizer.encode_batch(list(xs), add_special_tokens=False)  # noqa: E731
+  turns = [last_user_turn(p["context"]) for p in pairs]
+  turns = [_cut(t, e.offsets, prompt_tokens) for t, e in zip(turns, enc(turns))]
+  prefixes = [f"Human: {t} Assistant:" for t in turns]
+  prefix_len = np.array([len(e.ids) for e in enc(prefixes)])
+  reserve = max(len(e.ids) for e in enc(OPENERS)) + len(enc([" ".join(PADDING[:max(PAD_LEVELS)])])[0].ids)
+  n = len(pairs)
+  responses = [p[k].strip() for p in pairs for k in ("chosen", "rejected")]
+  budget = np.repeat(max_len - 2 - prefix_len - reserve, 2)
+  if np.any(budget < 8):
+    raise ValueError(f"max_len={max_len} leaves fewer than 8 response tokens; raise it or lower prompt_tokens")
+  encoded = enc(responses)
+  cut = np.array([len(e.ids) > b for e, b in zip(encoded, budget)]).reshape(n, 2)
+  responses = [_cut(r, e.offsets, int(b)) for r, e, b in zip(responses, encoded, budget)]
+  texts = []
+  for i in range(n):
+    for j in range(2):
+      for v in response_variants(responses[2 * i + j], int(opener_index[i, j])):
+        texts.append(f"{prefixes[i]} {v}")
+  full = np.array([len(e.ids) for e in enc(texts)]).reshape(n, 2, NUM_VARIANTS)
+  seen = np.minimum(full, max_len - 2)
+  tokens = seen - prefix_len[:, None, None]
+  opener = np.tile(np.array([variant(c)[1] for c in range(NUM_VARIANTS)], np.float64), (n, 2, 1))
+  return {"texts": texts, "tokens": tokens, "opener": opener, "cut": cut, "overflow": int(np.sum(full > max_len - 2))}
+
+
+def variant_arrays(emb: np.ndarray, tokens: np.ndarray, opener: np.ndarray, train_idx: np.ndarray) -> dict:
+  """Embeddings [n, 2, V, D] and cues t [n, 2, V, 2] = (log visible response tokens standardised
+  on the training split's clean responses, opener flag); side 0 = human-chosen, 1 = rejected."""
+  log_len = np.log1p(np.asarray(tokens, np.float64))
+  base = log_len[train_idx, :, 0]
+  t = np.stack([(log_len - base.mean()) / base.std(), np.asarray(opener, np.float64)], axis=-1)
+  return {"emb": np.asarray(emb, np.float32), "t": t.astype(np.float32)}
+
+
+def pair_set(data: dict, idx: np.ndarray, p_chosen: float, p_rejected: float, *, seed: int,
+             with_cues: bool = False) -> dict[str, np.ndarray]:
+  """Pairs of rows `idx` with injections drawn at (p_chosen, p_rejected) (0, 0 = clean);
+  h_w, h_l [n, D (+2 with `with_cues`: the cue values appended)], t_w, t_l [n, 2]."""
+  code_w, code_l = sample_injections(len(idx), p_chosen, p_rejected, seed=seed)
+  out = {"t_w": data["t"][idx, 0, code_w], "t_l": data["t"][idx, 1, code_l]}
+  for side, code, key in ((0, code_w, "w"), (1, code_l, "l")):
+    h = data["emb"][idx, side, code]
+    out["h_" + key] = np.concatenate([h, out["t_" + key]], axis=1) if with_cues else h
+  return out
+
+
+def candidates(data: dict, idx: np.ndarray, *, with_cues: bool = False) -> np.ndarray:
+  """Best-of-N candidates per context: every variant of both responses, [P, 2 * V, D (+2)]
+  ordered (side, variant)."""
+  h = data["emb"][idx].reshape(len(idx), 2 * NUM_VARIANTS, -1)
+  if with_cues:
+    h = np.concatenate([h, data["t"][idx].reshape(len(idx), 2 * NUM_VARIANTS, -1)], axis=-1)
+  return h
+
+
+def pick_stats(pick: np.ndarray) -> dict[str, float]:
+  """Of best-of-N picks (indices into `candidates`): gold win (a variant of the human-chosen
+  response), mean padding sentences, opener rate and clean-pick rate. An injection-indifferent
+  model scores padding 2, opener 1/2 and clean 1/6."""
+  side, code = np.asarray(pick) // NUM_VARIANTS, np.asarray(pick) % NUM_VARIANTS
+  return {"bon_gold_win": float(np.mean(side == 0)),
+          "bon_pad_mean": float(np.mean([variant(c)[0] for c in code])),
+          "bon_opener_rate": float(np.mean(code % 2)),
+          "bon_clean_rate": float(np.mean(code == 0))}

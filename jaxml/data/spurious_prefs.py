@@ -1,34 +1,86 @@
 """Seeded synthetic spurious-preference benchmark (numpy only; causal_reward spec section 3.1).
 
-World: prompt context u ~ N(0, I_4); response latents c ~ N(0, I_8) (causal), length
-l ~ N(0, 1) (standardised log-length), sycophancy s ~ Bernoulli(0.3), nuisance style n ~ N(0, I_8).
-Gold reward r*(x, y) = w*^T c + 0.5 c^T B u (independent of l, s, n).
-Observation h = G([u, c, 2 l, 2 s, n]) + 0.05 eps, G a fixed random 2-layer tanh network to R^D
-("entangled"; `renderer="linear"` is the easy variant). The noise eps is stored with each response,
-so a do-intervention re-renders h with only the targeted input changed.
+World: prompt context u ~ N(0, I_4); response latents c ~ N(0, I_8) (causal), nuisance style
+n ~ N(0, I_8), and one latent per spurious cue. Gold reward r*(x, y) = w*^T c + 0.5 c^T B u
+(independent of the cues and of n). Observation h = G([u, c, render_1(cue_1), ..., n]) + 0.05 eps,
+G a fixed random 2-layer tanh network to R^D ("entangled"; `renderer="linear"` is the easy
+variant). The noise eps is stored with each response, so a do-intervention re-renders h with only
+the targeted input changed.
+
+Cues are user-defined `Cue`s (how a cue is sampled, renders into the observation, is observed
+by cue-aware models, is intervened on, and looks in the base policy's hack component). The spec's
+two, `length_cue()` (l ~ N(0, 1), rendered as 2 l) and `sycophancy_cue()` (s ~ Bernoulli(0.3),
+rendered as 2 s), are the default `DEFAULT_CUES`; adding a cue needs no edit here, e.g.
+
+    emoji = Cue("emoji", sample=lambda rng, n: (rng.random(n) < 0.2).astype(float),
+                hack=lambda rng, n: np.ones(n), intervene=set_value)
+    world = make_world(0, cues=DEFAULT_CUES + (emoji,))
 
 Training labels: candidate pairs for one prompt, label ~ Bernoulli(sigmoid(2 (r*_a - r*_b)))
-[+ annotator bias], then stratified subsampling so that in a fraction rho of kept pairs the chosen
-response is the longer one and, independently, the sycophantic one when the two differ.
-Test sets: T-id (same as train), T-gold (labels 1[r*_w > r*_l], no selection), T-anti (gold labels,
-selected with rho = 0.2, i.e. chosen is shorter / non-sycophantic in 80% of pairs).
-Cues t = [l, s] are what a cue-aware model may observe.
+[+ annotator bias], then stratified subsampling so that, independently for every cue, in a
+fraction rho of the kept pairs where the two observed cue values differ the chosen response has
+the larger one. Test sets: T-id (same as train), T-gold (labels 1[r*_w > r*_l], no selection),
+T-anti (gold labels, selection rho = 0.2). Cues t = [observe_k(latent_k)]_k are what a cue-aware
+model may observe.
 """
 
-from typing import NamedTuple
+import itertools
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-__all__ = ["World", "make_world", "sample_responses", "render", "gold_reward", "cues", "intervene",
-           "make_pairs", "make_benchmark", "sample_policy_pool", "DIM_U", "DIM_C", "DIM_N", "P_SYC"]
+__all__ = ["Cue", "length_cue", "sycophancy_cue", "shift_value", "set_value", "DEFAULT_CUES", "World",
+           "make_world", "sample_responses", "render", "gold_reward", "cues", "cue_names", "intervene",
+           "make_pairs", "make_benchmark", "sample_policy_pool", "DIM_U", "DIM_C", "DIM_N"]
 
 DIM_U, DIM_C, DIM_N = 4, 8, 8
-P_SYC = 0.3
-_RESP_KEYS = ("u", "c", "ell", "s", "nz", "eps")
+
+
+def shift_value(latent: np.ndarray, value: float) -> np.ndarray:
+  """do(cue := cue + value): the intervention of a continuous cue."""
+  return latent + value
+
+
+def set_value(latent: np.ndarray, value: float) -> np.ndarray:
+  """do(cue := value): the intervention of a binary cue."""
+  return np.full_like(latent, float(value))
+
+
+class Cue(NamedTuple):
+  """A spurious attribute of a response, defined by functions (all numpy).
+
+  sample(rng, n) -> latent [n]; render(latent) -> [n] or [n, k] renderer inputs (default 2 x,
+  a cheap shortcut); observe(latent) -> [n] the proxy t a cue-aware model sees (default the
+  latent); intervene(latent, value) -> latent (default a shift); hack(rng, n) -> latent of the
+  base policy's hack component (default: sample).
+  """
+
+  name: str
+  sample: Callable[[np.random.Generator, int], np.ndarray]
+  render: Callable[[np.ndarray], np.ndarray] = lambda x: 2.0 * x
+  observe: Callable[[np.ndarray], np.ndarray] = lambda x: x
+  intervene: Callable[[np.ndarray, float], np.ndarray] = shift_value
+  hack: Callable[[np.random.Generator, int], np.ndarray] | None = None
+
+
+def length_cue(scale: float = 2.0, hack_mean: float = 1.5) -> Cue:
+  """Standardised log length l ~ N(0, 1); hacks are verbose: l = hack_mean + 0.5 |xi|."""
+  return Cue("length", sample=lambda rng, n: rng.normal(size=n), render=lambda x: scale * x,
+             intervene=shift_value, hack=lambda rng, n: hack_mean + 0.5 * np.abs(rng.normal(size=n)))
+
+
+def sycophancy_cue(p: float = 0.3, scale: float = 2.0) -> Cue:
+  """Sycophantic opener s ~ Bernoulli(p); hacks are always sycophantic."""
+  return Cue("sycophancy", sample=lambda rng, n: (rng.random(n) < p).astype(np.float64),
+             render=lambda x: scale * x, intervene=set_value, hack=lambda rng, n: np.ones(n))
+
+
+DEFAULT_CUES = (length_cue(), sycophancy_cue())
+_BASE_KEYS = ("u", "c", "nz", "eps")
 
 
 class World(NamedTuple):
-  """Fixed random parameters of one synthetic world."""
+  """Fixed random parameters of one synthetic world, and its cues."""
 
   w_star: np.ndarray   # [DIM_C]
   b_mat: np.ndarray    # [DIM_C, DIM_U]
@@ -37,66 +89,81 @@ class World(NamedTuple):
   w2: np.ndarray       # [H, D]
   linear: bool
   noise: float
-  spur_scale: float
+  cues: tuple = DEFAULT_CUES
+
+
+def _render_cue(cue: Cue, latent: np.ndarray) -> np.ndarray:
+  out = np.asarray(cue.render(np.asarray(latent, np.float64)), np.float64)
+  return out.reshape(len(latent), -1)
+
+
+def cue_names(world: World) -> tuple[str, ...]:
+  return tuple(c.name for c in world.cues)
 
 
 def make_world(seed: int, *, dim: int = 64, hidden: int = 128, renderer: str = "tanh",
-               noise: float = 0.05, spur_scale: float = 2.0) -> World:
+               noise: float = 0.05, cues: Sequence[Cue] = DEFAULT_CUES) -> World:
   """Draws w*, B and the renderer G from `seed` (renderer 'tanh' or 'linear')."""
   if renderer not in ("tanh", "linear"):
     raise ValueError(f"unknown renderer {renderer!r}; expected 'tanh' or 'linear'")
+  cues = tuple(cues)
+  names = [c.name for c in cues]
+  if len(set(names)) != len(names) or set(names) & set(_BASE_KEYS):
+    raise ValueError(f"cue names must be unique and differ from {_BASE_KEYS}: {names}")
+  probe = np.random.default_rng(0)
+  widths = [_render_cue(c, c.sample(probe, 3)).shape[1] for c in cues]
   rng = np.random.default_rng([seed, 1])
-  d_in = DIM_U + DIM_C + 2 + DIM_N
+  d_in = DIM_U + DIM_C + sum(widths) + DIM_N
   w_star = rng.normal(size=DIM_C) / np.sqrt(DIM_C)
   b_mat = rng.normal(size=(DIM_C, DIM_U)) / np.sqrt(DIM_C * DIM_U)
   w1 = rng.normal(size=(d_in, hidden)) / np.sqrt(d_in)
   b1 = 0.1 * rng.normal(size=hidden)
   w2 = rng.normal(size=(hidden, dim)) / np.sqrt(hidden)
-  return World(w_star, b_mat, w1, b1, w2, renderer == "linear", float(noise), float(spur_scale))
+  return World(w_star, b_mat, w1, b1, w2, renderer == "linear", float(noise), cues)
 
 
 def sample_responses(world: World, rng: np.random.Generator, n: int, u: np.ndarray | None = None
                      ) -> dict[str, np.ndarray]:
-  """n responses (optionally for given prompt contexts u [n, 4]); dict of latents and noise."""
+  """n responses (optionally for given prompt contexts u [n, 4]): latents u, c, one per cue
+  (under the cue's name), nz and the observation noise eps."""
   dim = world.w2.shape[1]
-  return {
-      "u": rng.normal(size=(n, DIM_U)) if u is None else np.asarray(u, np.float64),
-      "c": rng.normal(size=(n, DIM_C)),
-      "ell": rng.normal(size=n),
-      "s": (rng.random(n) < P_SYC).astype(np.float64),
-      "nz": rng.normal(size=(n, DIM_N)),
-      "eps": rng.normal(size=(n, dim)),
-  }
+  out = {"u": rng.normal(size=(n, DIM_U)) if u is None else np.asarray(u, np.float64),
+         "c": rng.normal(size=(n, DIM_C))}
+  for cue in world.cues:
+    out[cue.name] = np.asarray(cue.sample(rng, n), np.float64)
+  out["nz"] = rng.normal(size=(n, DIM_N))
+  out["eps"] = rng.normal(size=(n, dim))
+  return out
 
 
 def render(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
-  """h = G([u, c, k l, k s, n]) + noise eps, float32 [n, D]."""
-  k = world.spur_scale
-  v = np.concatenate([resp["u"], resp["c"], k * resp["ell"][:, None], k * resp["s"][:, None], resp["nz"]], axis=1)
+  """h = G([u, c, render_k(cue_k)..., n]) + noise eps, float32 [n, D]."""
+  v = np.concatenate([resp["u"], resp["c"]] + [_render_cue(c, resp[c.name]) for c in world.cues]
+                     + [resp["nz"]], axis=1)
   pre = v @ world.w1 + world.b1
   hid = pre if world.linear else np.tanh(pre)
   return (hid @ world.w2 + world.noise * resp["eps"]).astype(np.float32)
 
 
 def gold_reward(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
-  """r* = w*^T c + 0.5 c^T B u, float64 [n]; depends on neither l, s nor n."""
+  """r* = w*^T c + 0.5 c^T B u, float64 [n]; depends on neither the cues nor n."""
   c, u = resp["c"], resp["u"]
   return c @ world.w_star + 0.5 * np.einsum("ni,ij,nj->n", c, world.b_mat, u)
 
 
-def cues(resp: dict[str, np.ndarray]) -> np.ndarray:
-  """Observable cue proxies t = [l, s], float32 [n, 2]."""
-  return np.stack([resp["ell"], resp["s"]], axis=1).astype(np.float32)
+def cues(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
+  """Observable cue proxies t = [observe_k(cue_k)]_k, float32 [n, K]."""
+  return np.stack([np.asarray(c.observe(resp[c.name]), np.float64) for c in world.cues], axis=1).astype(np.float32)
 
 
-def intervene(resp: dict[str, np.ndarray], *, ell_shift: float | None = None, s: float | None = None
-              ) -> dict[str, np.ndarray]:
-  """do(l := l + ell_shift) and/or do(s := s): a copy with only those latents changed."""
-  out = {k: v for k, v in resp.items()}
-  if ell_shift is not None:
-    out["ell"] = resp["ell"] + ell_shift
-  if s is not None:
-    out["s"] = np.full_like(resp["s"], float(s))
+def intervene(world: World, resp: dict[str, np.ndarray], **values: float) -> dict[str, np.ndarray]:
+  """do(cue := cue.intervene(cue, value)) for each named cue: a copy with only those latents changed."""
+  by_name = {c.name: c for c in world.cues}
+  out = dict(resp)
+  for name, value in values.items():
+    if name not in by_name:
+      raise ValueError(f"unknown cue {name!r}; this world has {tuple(by_name)}")
+    out[name] = np.asarray(by_name[name].intervene(resp[name], value), np.float64)
   return out
 
 
@@ -104,14 +171,15 @@ def _take(resp: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]
   return {k: v[idx] for k, v in resp.items()}
 
 
-def _stratified_counts(n: int, p_tie: float, rho: float) -> dict[tuple[int, int], int]:
-  """Cell targets for (L = chosen longer, S = chosen sycophantic / 2 when s equal)."""
+def _stratified_counts(n: int, p_tie: Sequence[float], rho: float) -> dict[tuple[int, ...], int]:
+  """Cell targets: per cue 1 = chosen larger, 0 = chosen smaller, 2 = equal (ties keep their rate)."""
   probs = {}
-  for L in (0, 1):
-    pl = rho if L else 1.0 - rho
-    probs[(L, 2)] = pl * p_tie
-    for S in (0, 1):
-      probs[(L, S)] = pl * (1.0 - p_tie) * (rho if S else 1.0 - rho)
+  for cell in itertools.product((0, 1, 2), repeat=len(p_tie)):
+    p = 1.0
+    for side, tie in zip(cell, p_tie):
+      p *= tie if side == 2 else (1.0 - tie) * (rho if side else 1.0 - rho)
+    if p > 0:
+      probs[cell] = p
   keys = sorted(probs)
   raw = np.array([n * probs[k] for k in keys])
   counts = np.floor(raw).astype(int)
@@ -129,8 +197,8 @@ def _candidate_pairs(world, rng, m, labels, annotator):
   elif labels == "noisy":
     logit = 2.0 * (ra - rb)
     if annotator is not None:
-      beta_l, beta_s = annotator
-      logit = logit + beta_l * (a["ell"] - b["ell"]) + beta_s * (a["s"] - b["s"])
+      ta, tb = cues(world, a), cues(world, b)
+      logit = logit + (ta - tb).astype(np.float64) @ np.asarray(annotator, np.float64)
     a_wins = rng.random(m) < 1.0 / (1.0 + np.exp(-logit))
   else:
     raise ValueError(f"unknown labels {labels!r}; expected 'noisy' or 'gold'")
@@ -140,18 +208,19 @@ def _candidate_pairs(world, rng, m, labels, annotator):
 
 
 def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: float | None = None,
-               labels: str = "noisy", annotator: tuple[float, float] | None = None,
+               labels: str = "noisy", annotator: Sequence[float] | None = None,
                with_latents: bool = False) -> dict[str, np.ndarray]:
   """n labelled pairs. rho=None: no selection; else stratified selection (see module docstring).
 
-  Returns h_w, h_l [n, D] float32, t_w, t_l [n, 2] float32, r_w, r_l [n] gold rewards, and with
-  `with_latents` the response dicts under "resp_w", "resp_l".
+  Returns h_w, h_l [n, D] float32, t_w, t_l [n, K] float32, r_w, r_l [n] gold rewards, and with
+  `with_latents` the response dicts under "resp_w", "resp_l". `annotator` [K]: per-cue bias added
+  to the label logit (instead of selection).
   """
   rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 2])
   if rho is None:
     w, l = _candidate_pairs(world, rng, n, labels, annotator)
   else:
-    parts_w, parts_l, cells = [], [], None
+    parts_w, parts_l = [], []
     m = 4 * n + 64
     need = None
     while True:
@@ -160,17 +229,18 @@ def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: fl
       parts_l.append(cl)
       w_all = {k: np.concatenate([p[k] for p in parts_w]) for k in cw}
       l_all = {k: np.concatenate([p[k] for p in parts_l]) for k in cl}
-      L = (w_all["ell"] > l_all["ell"]).astype(int)
-      S = np.where(w_all["s"] == l_all["s"], 2, (w_all["s"] > l_all["s"]).astype(int))
-      if need is None:  # the tie rate of s is a property of the pool, kept as is
-        need = _stratified_counts(n, float(np.mean(S == 2)), rho)
-      cells = {key: np.flatnonzero((L == key[0]) & (S == key[1])) for key in need}
+      tw, tl = cues(world, w_all), cues(world, l_all)
+      side = np.where(tw == tl, 2, (tw > tl).astype(int))          # [m, K]
+      if need is None:  # the tie rates are properties of the pool, kept as they are
+        need = _stratified_counts(n, [float(np.mean(side[:, k] == 2)) for k in range(side.shape[1])], rho)
+      codes = side @ (3 ** np.arange(side.shape[1]))
+      cells = {key: np.flatnonzero(codes == int(np.dot(key, 3 ** np.arange(len(key))))) for key in need}
       if all(len(cells[key]) >= cnt for key, cnt in need.items()):
         break
     idx = np.concatenate([cells[key][:cnt] for key, cnt in sorted(need.items())])
     idx = idx[rng.permutation(len(idx))]
     w, l = _take(w_all, idx), _take(l_all, idx)
-  out = {"h_w": render(world, w), "h_l": render(world, l), "t_w": cues(w), "t_l": cues(l),
+  out = {"h_w": render(world, w), "h_l": render(world, l), "t_w": cues(world, w), "t_l": cues(world, l),
          "r_w": gold_reward(world, w), "r_l": gold_reward(world, l)}
   if with_latents:
     out["resp_w"], out["resp_l"] = w, l
@@ -178,12 +248,12 @@ def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: fl
 
 
 def make_benchmark(seed: int, rho: float, *, n_train: int = 20000, n_val: int = 2000, n_test: int = 5000,
-                   dim: int = 64, renderer: str = "tanh", annotator: tuple[float, float] | None = None,
-                   anti_rho: float = 0.2) -> dict:
+                   dim: int = 64, renderer: str = "tanh", annotator: Sequence[float] | None = None,
+                   anti_rho: float = 0.2, cues: Sequence[Cue] = DEFAULT_CUES) -> dict:
   """World + splits: train / val / test_id (noisy labels, selection rho, or annotator bias with
   no selection when `annotator` is given), oracle_train (noisy labels, no selection),
   test_gold (gold labels, no selection), test_anti (gold labels, selection anti_rho)."""
-  world = make_world(seed, dim=dim, renderer=renderer)
+  world = make_world(seed, dim=dim, renderer=renderer, cues=cues)
   sel = None if annotator is not None else rho
   return {
       "world": world,
@@ -200,18 +270,22 @@ def sample_policy_pool(world: World, seed: int, num_prompts: int, num_candidates
                        hack_frac: float = 0.1, hack_shift: float = 1.5) -> dict[str, np.ndarray]:
   """Base-policy candidates for best-of-N: [P, M] responses per prompt.
 
-  A fraction `hack_frac` are verbose, sycophantic and worse: l = 1.5 + 0.5 |xi|, s = 1,
-  c <- c - hack_shift * w*/||w*||. Returns h [P, M, D] float32, gold [P, M], ell, s, hack [P, M].
+  A fraction `hack_frac` are hacks: every cue takes its `hack` value (verbose and sycophantic
+  for the default cues) and the response is worse, c <- c - hack_shift * w*/||w*||.
+  Returns h [P, M, D] float32, gold [P, M], hack [P, M] and each cue's latent [P, M] by name.
   """
   rng = np.random.default_rng([seed, 3])
   p, m = num_prompts, num_candidates
   u = np.repeat(rng.normal(size=(p, DIM_U)), m, axis=0)
   resp = sample_responses(world, rng, p * m, u)
   hack = rng.random(p * m) < hack_frac
-  resp["ell"] = np.where(hack, 1.5 + 0.5 * np.abs(rng.normal(size=p * m)), resp["ell"])
-  resp["s"] = np.where(hack, 1.0, resp["s"])
+  for cue in world.cues:
+    value = cue.hack(rng, p * m) if cue.hack is not None else cue.sample(rng, p * m)
+    resp[cue.name] = np.where(hack, np.asarray(value, np.float64), resp[cue.name])
   unit = world.w_star / np.linalg.norm(world.w_star)
   resp["c"] = resp["c"] - hack_shift * hack[:, None] * unit
   h = render(world, resp)
-  return {"h": h.reshape(p, m, -1), "gold": gold_reward(world, resp).reshape(p, m),
-          "ell": resp["ell"].reshape(p, m), "s": resp["s"].reshape(p, m), "hack": hack.reshape(p, m)}
+  out = {"h": h.reshape(p, m, -1), "gold": gold_reward(world, resp).reshape(p, m), "hack": hack.reshape(p, m)}
+  for cue in world.cues:
+    out[cue.name] = resp[cue.name].reshape(p, m)
+  return out

@@ -86,9 +86,21 @@ def test_factored_model_shapes_and_layer_norm():
   chex.assert_shape(out["h_hat"], (5, 10))
   chex.assert_shape(out["t_aux"], (5, 2))
   chex.assert_shape(out["t_adv"], (5, 2))
-  np.testing.assert_allclose(np.mean(out["z_c"], -1), 0.0, atol=1e-5)
+  # default: no norm on z_c (it would bound the reward), parameter-free norm on z_n
+  assert np.max(np.abs(np.mean(out["z_c"], -1))) > 1e-3
   np.testing.assert_allclose(np.var(out["z_n"], -1), 1.0, rtol=1e-3)
+  normed = FactoredRM(dim=10, d_c=4, d_n=6, num_cues=2, norm_c=True)
+  out_n = normed.apply(params, h, 0.5)
+  np.testing.assert_allclose(np.mean(out_n["z_c"], -1), 0.0, atol=1e-5)
+  np.testing.assert_allclose(np.var(out_n["z_c"], -1), 1.0, rtol=1e-3)
   np.testing.assert_allclose(layer_norm(jnp.ones((2, 3))), 0.0)
+  # the conditional adversary reads [z_n, t]; the reward does not depend on t
+  cond = FactoredRM(dim=10, d_c=4, d_n=6, num_cues=2, adv_condition=True)
+  p_cond = cond.init(jax.random.key(0), h, 0.0)
+  assert p_cond["params"]["adversary"]["Dense_0"]["kernel"].shape[0] == 6 + 2
+  t = jnp.ones((5, 2))
+  np.testing.assert_allclose(cond.apply(p_cond, h, 0.0, None, t)["r"], cond.apply(p_cond, h, 0.0)["r"])
+  assert not np.allclose(cond.apply(p_cond, h, 0.0, None, t)["a"], cond.apply(p_cond, h, 0.0)["a"])
 
 
 def _batch(n=16, d=8, k=2, seed=0):
@@ -132,11 +144,34 @@ def test_grl_reverses_adversary_gradient_into_encoder():
                              rtol=1e-4, atol=1e-7)
 
 
-def test_two_optimiser_groups():
-  cfg = {"kind": "crm_n", "dim": 8, "lr": 1e-3, "adv_lr": 1e-2, "weight_decay": 0.0}
+def test_alternating_adversary_trains_on_frozen_z_n_and_encoder_confuses_it():
+  """adv_mode='alternating': the adversary's own gradient does not reach the encoder (lam = 0 in
+  its layer); the encoder's adversarial gradient is lam times the confusion term's."""
+  cfg = {"kind": "crm_u", "dim": 8, "rec": 0.0, "orth": 0.0, "adv_mode": "alternating", "adv_steps": 3}
+  method = api.make_method(cfg)
+  batch = _batch()
+  params = method.init(jax.random.key(0), batch)
+
+  def adv_part(p, lam):
+    loss, aux = method.loss_fn(p, dict(batch, grl_lambda=jnp.full(16, lam, jnp.float32)), jax.random.key(0))
+    return loss - aux["l_bt"]
+
+  g0, g1, g2 = (jax.jit(jax.grad(adv_part))(params, lam) for lam in (0.0, 0.5, 1.0))
+  assert np.all(g0["params"]["proj_n"]["kernel"] == 0.0)            # nothing reaches z_n at lam = 0
+  assert np.max(np.abs(g1["params"]["proj_n"]["kernel"])) > 0.0
+  np.testing.assert_allclose(2 * g1["params"]["proj_n"]["kernel"], g2["params"]["proj_n"]["kernel"], rtol=1e-4,
+                             atol=1e-8)
+  np.testing.assert_allclose(g0["params"]["adversary"]["Dense_0"]["kernel"],
+                             g2["params"]["adversary"]["Dense_0"]["kernel"], rtol=1e-5)
+  _, aux = method.loss_fn(params, batch, jax.random.key(0))
+  assert float(aux["l_confuse"]) >= float(jnp.log(2.0)) - 1e-6       # confusion BT loss is minimal at a_w = a_l
+
+
+def test_two_optimiser_groups_read_the_optim_section():
+  cfg = {"kind": "crm_n", "dim": 8, "adv_lr_mult": 10.0}
   method = api.make_method(cfg)
   params = method.init(jax.random.key(0), _batch())
-  opt = api.make_optimizer(cfg)
+  opt = api.make_optimizer(cfg, {"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "clip_norm": 1.0})
   grads = jax.tree.map(lambda p: 1e-3 * jnp.ones_like(p), params)   # below the clip norm
   updates, _ = jax.jit(lambda g, p: opt.update(g, opt.init(p), p))(grads, params)
   # first Adam step moves every weight by ~lr regardless of gradient scale
@@ -145,7 +180,10 @@ def test_two_optimiser_groups():
   for name in ("trunk", "proj_c", "proj_n", "reward_head", "decoder", "aux"):
     leaf = jax.tree.leaves(updates["params"][name])[0]
     np.testing.assert_allclose(leaf, -1e-3, rtol=1e-3)
-  assert isinstance(api.make_optimizer({"kind": "vanilla"}), optax.GradientTransformation)
+  assert isinstance(api.make_optimizer({"kind": "vanilla"}, {"lr": 1e-3}), optax.GradientTransformation)
+  big = api.make_optimizer(cfg, {"name": "adam", "lr": 1000.0})
+  updates, _ = jax.jit(lambda g, p: big.update(g, big.init(p), p))(grads, params)
+  np.testing.assert_allclose(updates["params"]["trunk"]["mlp"]["Dense_0"]["kernel"], -1000.0, rtol=1e-3)
 
 
 @pytest.mark.parametrize("kind", api.KINDS)
@@ -154,7 +192,7 @@ def test_every_kind_trains_one_step(kind):
   method = api.make_method(cfg)
   batch = _batch()
   params = method.init(jax.random.key(0), batch)
-  opt = api.make_optimizer(cfg)
+  opt = api.make_optimizer(cfg, {"name": "adamw", "lr": 1e-3, "weight_decay": 1e-4, "clip_norm": 1.0})
   state = core.create_train_state(params, opt, 0)
   state, metrics = jax.jit(core.make_train_step(method.loss_fn, opt))(state, batch)
   chex.assert_tree_all_finite(state.params)
@@ -179,6 +217,19 @@ def test_crm_n_loss_adds_decorrelation_terms():
   np.testing.assert_allclose(aux_n["l_dec"], expected, rtol=1e-3)
 
 
-def test_unknown_kind_raises():
+def test_unknown_kind_and_keys_raise():
   with pytest.raises(ValueError, match="unknown causal_reward kind"):
     api.make_method({"kind": "nope"})
+  with pytest.raises(ValueError, match="unknown causal_reward config keys"):
+    api.make_method({"kind": "crm_n", "lr": 1e-3})     # rates live in the optim section
+
+
+def test_loss_weights_fed_as_arrays_match_the_config():
+  """batch["hp"] overrides a weight exactly like the config value does (so one compiled step serves both)."""
+  batch = _batch()
+  base = {"dim": 8, "trunk_hidden": 16, "trunk_out": 8, "kind": "crm_n"}
+  params = api.make_method(base).init(jax.random.key(1), batch)
+  via_cfg, _ = api.make_method(base | {"dec": 0.0, "rec": 0.5}).loss_fn(params, batch, jax.random.key(0))
+  hp = {"dec": np.zeros(16, np.float32), "rec": np.full(16, 0.5, np.float32)}
+  via_hp, _ = api.make_method(base).loss_fn(params, dict(batch, hp=hp), jax.random.key(0))
+  np.testing.assert_allclose(via_cfg, via_hp, rtol=1e-6)

@@ -1,0 +1,132 @@
+"""Training of every causal reward model (GRL-lambda schedule included) through `core.fit`.
+
+    trainer = make_trainer({"kind": "crm_n", "dim": 64}, {"name": "adamw", "lr": 1e-3, ...})
+    out = train(trainer, {"h_w": ..., "h_l": ..., "t_w": ..., "t_l": ...}, seed=0, epochs=10, batch_size=256)
+    reward = predict(trainer.reward, out.params, h)
+
+One `Trainer` holds one train-step function, so every seed (and every variant that differs only
+in the loss weights of `api.WEIGHTS`, passed as `hp`) reuses one compilation: the GRL strength
+and the weights travel in the batch as arrays, computed on the host from the step.
+"""
+
+import time
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import numpy as np
+import optax
+
+from jaxml import core
+from jaxml.causal_reward import api
+from jaxml.causal_reward.model import grl_schedule
+
+__all__ = ["Trainer", "TrainOutput", "make_trainer", "train", "predict", "epoch_batches", "TRAIN_KEYS"]
+
+TRAIN_KEYS = ("h_w", "h_l", "t_w", "t_l", "label")
+
+
+class Trainer(NamedTuple):
+  config: dict[str, Any]                     # resolved model config
+  method: core.Method
+  optimizer: optax.GradientTransformation
+  step: Callable                             # pure train step; the same object for every call
+  reward: Callable                           # inference reward fn(params, h [N, D]) -> [N]; one object
+
+
+class TrainOutput(NamedTuple):
+  params: Any
+  train_metrics: dict[str, float]
+  eval_metrics: dict[str, float]
+  steps_per_s: float
+  wall_s: float
+  num_steps: int
+
+
+def make_trainer(config: Mapping[str, Any], optim: Mapping[str, Any]) -> Trainer:
+  """Model config (plain dict or ConfigDict, see `api.default_config`) and optimiser section
+  (`core.make_optimizer` keys: name, lr, weight_decay, clip_norm, schedule, warmup_steps)."""
+  cfg = api.resolve(config)
+  method = api.make_method(cfg)
+  optimizer = api.make_optimizer(cfg, optim)
+  return Trainer(cfg, method, optimizer, core.make_train_step(method.loss_fn, optimizer), api.make_reward_fn(cfg))
+
+
+def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) -> Callable[[int], dict]:
+  """`fn(step) -> batch`: a fresh seeded permutation per epoch, fixed batch shape (last partial
+  batch of an epoch dropped), so any step can be recomputed for exact resume."""
+  n = len(next(iter(arrays.values())))
+  per_epoch = max(n // batch_size, 1)
+
+  def get(step: int) -> dict[str, np.ndarray]:
+    epoch, i = divmod(int(step), per_epoch)
+    perm = np.random.default_rng([seed, epoch, 11]).permutation(n)
+    idx = perm[i * batch_size:(i + 1) * batch_size]
+    return {k: v[idx] for k, v in arrays.items()}
+
+  return get
+
+
+def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
+          hp: Mapping[str, float] | None = None, val: Mapping[str, np.ndarray] | None = None,
+          writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
+          progress: bool = False, mesh=None, checkpoint_dir: str | None = None, checkpoint_every: int = 0,
+          steps_per_dispatch: int = 0) -> TrainOutput:
+  """Trains `trainer`'s model on `data` (keys of `TRAIN_KEYS` that are present) for `epochs`.
+
+  hp: loss weights (names in `api.WEIGHTS`) overriding the trainer's config for this run; the
+  GRL strength lambda(step) follows the config's schedule (lam_max, gamma, schedule).
+  checkpoint_dir / checkpoint_every > 0: orbax checkpoints there, and a rerun resumes from them.
+  """
+  cfg = trainer.config
+  unknown = sorted(set(hp or {}) - set(api.WEIGHTS))
+  if unknown:
+    raise ValueError(f"hp keys {unknown} are not loss weights; expected a subset of {api.WEIGHTS}")
+  weights = {k: float((hp or {}).get(k, cfg[k])) for k in api.WEIGHTS}
+  arrays = {k: np.asarray(data[k]) for k in TRAIN_KEYS if k in data}
+  n = len(arrays["h_w"])
+  batch_size = min(int(batch_size), n)
+  total = int(epochs) * max(n // batch_size, 1)
+  base = epoch_batches(arrays, batch_size, seed)
+  factored = cfg["kind"] in api.FACTORED_KINDS
+  const = {k: np.full(batch_size, v, np.float32) for k, v in weights.items()}
+
+  def batches(step: int) -> dict[str, Any]:
+    b = base(step)
+    b["hp"] = const
+    if factored:
+      lam = grl_schedule(step, total, lam_max=float(cfg["lam_max"]), gamma=float(cfg["gamma"]), kind=cfg["schedule"])
+      b["grl_lambda"] = np.full(batch_size, lam, np.float32)
+    return b
+
+  params = trainer.method.init(jax.random.key(seed), base(0))
+  state = core.create_train_state(params, trainer.optimizer, seed)
+  eval_kw = {}
+  if val is not None:
+    vb = {k: np.asarray(val[k]) for k in ("h_w", "h_l")}
+    eval_kw = dict(eval_step=core.make_eval_step(trainer.method.eval_fn), eval_batches=lambda: [vb], eval_every=0)
+  t0 = time.perf_counter()
+  manager = core.make_manager(checkpoint_dir) if checkpoint_dir and checkpoint_every > 0 else None
+  result = core.fit(state, trainer.step, batches, num_steps=total, log_every=min(log_every, total), writer=writer,
+                    name=name, progress=progress, mesh=mesh, checkpoint_manager=manager,
+                    checkpoint_every=checkpoint_every if manager else 0, steps_per_dispatch=steps_per_dispatch,
+                    **eval_kw)
+  return TrainOutput(result.state.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
+                     time.perf_counter() - t0, total)
+
+
+def predict(fn: Callable, params: Any, x: np.ndarray, chunk: int = 16384) -> Any:
+  """`fn(params, x)` over row chunks of one fixed shape (padded), as numpy; `fn` is jitted here
+  (pass the same `fn` object to reuse its compilation)."""
+  jfn = jax.jit(fn)
+  x = np.asarray(x)
+  n = len(x)
+  size = min(chunk, n)
+  outs = []
+  for start in range(0, n, size):
+    part = x[start:start + size]
+    pad = size - len(part)
+    if pad:
+      part = np.concatenate([part, np.zeros((pad,) + part.shape[1:], part.dtype)])
+    out = jax.device_get(jfn(params, part))
+    outs.append(jax.tree.map(lambda o, m=len(part) - pad: np.asarray(o)[:m], out))
+  return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)

