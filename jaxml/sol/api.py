@@ -37,9 +37,9 @@ RELABEL_DECODERS = ("auto",) + D.DECODERS
 
 # Package defaults for users who call make_* without a config; experiments pass every key.
 DEFAULTS: dict[str, Any] = dict(
-    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0,
-    w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, relabel_start=0, relabel_every=1,
-    refresh_every=1, relabel_step="round_mean", relabel_decoder="auto", backbone="mlp", hidden=(128, 128),
+    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0, pair_sampler="exact",
+    w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, relabel_start=1000, relabel_every=200,
+    refresh_every=100, relabel_step="round_mean", relabel_decoder="auto", backbone="mlp", hidden=(128, 128),
     embed_dim=32, knn=50, profile_window=4, soft_sigma=1.0, poe_kl=1e-3, poe_margin=0.5, poe_weight=0.1)
 
 # Ablations and GOL as overrides of the SOL settings (spec §5).
@@ -85,6 +85,8 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
     raise ValueError(f"unknown relabel_step {s['relabel_step']!r}; expected one of {RELABEL_STEPS}")
   if s["relabel_decoder"] not in RELABEL_DECODERS:
     raise ValueError(f"unknown relabel_decoder {s['relabel_decoder']!r}; expected one of {RELABEL_DECODERS}")
+  if s["pair_sampler"] not in ("exact", "replacement"):
+    raise ValueError(f"unknown pair_sampler {s['pair_sampler']!r}; expected 'exact' or 'replacement'")
   if int(s["relabel_every"]) % int(s["refresh_every"]):
     raise ValueError("relabel_every must be a multiple of refresh_every")
   return s
@@ -116,7 +118,8 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     ranks = extra["labels"][batch["idx"]]
     cent = out["centroids"] if learnable else jax.lax.stop_gradient(extra["centroids"])
     prof = L.expected_profile(e, cent, table)
-    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]))
+    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
+                           replacement=s["pair_sampler"] == "replacement")
     dist = L.gaussian_rows(ranks, c, sigma)
     probs = L.order_probs(dist[pairs.base], dist[pairs.ref], tau)
     l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base],
