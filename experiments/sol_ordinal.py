@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from experiments import common
-from jaxml import sol
+from jaxml import core, sol
 from jaxml.data import countdots, offline, ordinal_noise
 from jaxml.metrics import ranking
 
@@ -28,17 +28,34 @@ def parse_noise(spec: str) -> tuple[str, float]:
     raise common.ConfigError(f"bad noise setting {spec!r}; expected kind:rate, e.g. gaussian:0.4") from e
 
 
-def validate(config) -> None:
+def train_config(config) -> dict[str, Any]:
+  """What `sol.make_trainer` / `core.train` read."""
+  return {**{k: int(v) for k, v in dict(config.train).items()}, "optim": dict(config.optim),
+          "log_every": int(config.log_every), "checkpoint_every": int(config.checkpoint_every),
+          "steps_per_dispatch": int(config.steps_per_dispatch), "mesh": dict(config.mesh)}
+
+
+def plan(config) -> None:
+  """Validates names and reads every config leaf before anything is written (strict configs)."""
   for name in config.data.datasets:
     common.validate_choice(name, DATASETS, "dataset")
   for m in config.methods:
     common.validate_choice(m, sol.ALL_METHODS, "method")
   for spec in config.noise.settings:
     parse_noise(spec)
+  int(config.noise.seed), int(config.seed), str(config.preset)
   common.validate_choice(config.noise.clip, ordinal_noise.CLIP_MODES, "noise clip")
   common.validate_choice(config.data.target, offline.ORDINAL_TARGETS, "ordinal target")
+  if not 0 < float(config.data.val_fraction) < 1:
+    raise common.ConfigError("data.val_fraction must be in (0, 1)")
+  [int(p) for p in config.data.partitions]
+  int(config.data.bins), int(config.data.ranks)
+  if min(dict(config.data.countdots).values()) < 0:
+    raise common.ConfigError("data.countdots sizes must be non-negative")
   sol.sol_settings(dict(config.sol))
-  if any(n != "countdots" for n in config.data.datasets):
+  core_cfg = train_config(config)
+  core.make_optimizer(core_cfg["optim"])   # a bad optimizer name fails here
+  if config.data_dir is not None or any(n != "countdots" for n in config.data.datasets):
     offline.data_root(config.data_dir)   # clear error before anything is written
 
 
@@ -87,7 +104,7 @@ def prepare(config, name: str) -> tuple[list[dict[str, Any]], int]:
 def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
   parts, num_ranks = prepare(config, name)
   settings = {**dict(config.sol), "num_classes": num_ranks}
-  train_cfg = {**dict(config.train), "optim": config.optim, "log_every": config.log_every}
+  train_cfg = train_config(config)
   rows = []
   for method in config.methods:
     trainer = None   # built on first use: one compilation per method and dataset
@@ -170,7 +187,7 @@ def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, s
 
 
 def run(config, workdir: str) -> list[dict]:
-  validate(config)
+  plan(config)
   cache_path = os.path.join(workdir, "runs.jsonl")
   done = {}
   if os.path.exists(cache_path):
@@ -190,4 +207,4 @@ def run(config, workdir: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="sol_ordinal", validate=validate)
+  common.run_main(run, experiment="sol_ordinal", plan=plan)

@@ -11,7 +11,6 @@ is scored on the validation split (noisy labels) every `select_every` steps and 
 returned params are the best-scoring ones, with the best decoder at that step.
 """
 
-import time
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
@@ -28,12 +27,11 @@ __all__ = ["Trainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps
 
 class Trainer(NamedTuple):
   learner: RankLearner
-  optimizer: optax.GradientTransformation
-  train_step: Callable
+  core_trainer: core.Trainer   # optimizer and compiled-once steps (core.make_trainer)
+  train_config: dict[str, Any]   # what core.train reads: optim, num_steps, log_every, ...
   steps: int
   batch_size: int           # bases per step (SOL) or half the rows per step (baselines)
   select_every: int
-  log_every: int
 
 
 class Fitted(NamedTuple):
@@ -49,13 +47,25 @@ class Fitted(NamedTuple):
 
 
 def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: Mapping[str, Any]) -> Trainer:
-  """train_config (dict or ConfigDict): optim (section), steps, batch_size, select_every, log_every."""
+  """train_config (dict or ConfigDict): optim (section), steps, batch_size, select_every, and
+  optionally log_every, checkpoint_every, steps_per_dispatch (0: automatic) and mesh for core.train."""
   learner = make_learner(name, sol_config)
-  steps = int(train_config["steps"])
-  optimizer = core.make_optimizer(train_config["optim"], steps)
-  step = core.make_train_step(learner.method.loss_fn, optimizer, uses_extra=learner.batch_kind == "pairs")
-  return Trainer(learner, optimizer, step, steps, int(train_config["batch_size"]),
-                 int(train_config["select_every"]), int(train_config["log_every"]))
+  steps, select_every = int(train_config["steps"]), int(train_config["select_every"])
+  cfg = {"optim": dict(train_config["optim"]), "num_steps": steps,
+         "log_every": int(train_config.get("log_every", 10 ** 9) or 10 ** 9),
+         "checkpoint_every": int(train_config.get("checkpoint_every", 0) or 0),
+         "steps_per_dispatch": int(train_config.get("steps_per_dispatch", 0) or 0),
+         "eval_every": select_every}
+  if train_config.get("mesh") is not None:
+    cfg["mesh"] = dict(train_config["mesh"])
+  method = learner.method
+  if learner.batch_kind == "pairs":   # the loss reads `extra`; fit() passes it (data-dependent)
+    method = method._replace(init_extra=_extra_from_fit)
+  return Trainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
+
+
+def _extra_from_fit(rng: jax.Array, params: Any) -> Any:
+  raise ValueError("SOL's extra state depends on the data: train through jaxml.sol.fit")
 
 
 def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
@@ -96,7 +106,6 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
     batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]))
     params = learner.method.init(rng, batches(0))
     extra = init_extra(s, params, x_train, y_train, learner.refresh, x_val, y_val)
-    state = core.create_train_state(params, trainer.optimizer, seed, extra=extra)
     x_dev = jnp.asarray(x_train)
     relabel_at = set(relabel_steps(s, trainer.steps))
 
@@ -115,7 +124,6 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
   else:
     batches = plain_batches(x_train, y_train, 2 * b, seed=seed)
     params = learner.method.init(rng, batches(0))
-    state = core.create_train_state(params, trainer.optimizer, seed)
 
   best: dict[str, Any] = {"mae": np.inf}
 
@@ -124,22 +132,34 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
     return {d: float(np.mean(np.abs(p - np.asarray(y_val)))) for d, p in zip(learner.decoders, pred)}
 
   def select(step: int, st: core.TrainState) -> None:
+    """SOL's decoders read `extra` (centroids, training embeddings and labels), which core's
+    Selection (eval_fn(params, batch)) cannot see, so the SOL family keeps its record here."""
     maes = score(st)
     dec = min(maes, key=maes.get)
     if maes[dec] < best["mae"]:
       best.update(mae=maes[dec], decoder=dec, step=step, maes=maes,
                   params=jax.device_get(st.params), extra=jax.device_get(st.extra))
 
-  hooks.append(core.Hook(trainer.select_every, select))
-  t0 = time.perf_counter()
-  result = core.fit(state, trainer.train_step, batches, num_steps=trainer.steps, log_every=trainer.log_every,
-                    hooks=hooks, name=name, progress=False)
-  wall = time.perf_counter() - t0
-  final = score(result.state)
-  if trainer.steps % trainer.select_every:
-    select(trainer.steps, result.state)
+  batch_cfg = trainer.train_config
+  if learner.batch_kind == "pairs":
+    hooks.append(core.Hook(trainer.select_every, select))
+    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
+                        extra=extra, hooks=hooks, progress=False)
+    final_state = result.state
+    if trainer.steps % trainer.select_every:
+      select(trainer.steps, final_state)
+  else:
+    val = {"x": np.asarray(x_val), "y": np.asarray(y_val, np.int32)}
+    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
+                        eval_batches=[val], select=core.Selection("mae", "min", every=trainer.select_every),
+                        progress=False)
+    final_state = result.state
+    best_state = final_state.replace(params=result.params)
+    best.update(step=result.best_step, params=jax.device_get(result.params), extra=None,
+                decoder=learner.decoders[0], maes=score(best_state))
+  final = score(final_state)
   return Fitted(best["params"], best["extra"], best["decoder"], int(best["step"]), best["maes"], final,
-                refreshes, wall, result.steps_per_s)
+                refreshes, result.wall_s, result.steps_per_s)
 
 
 def predict(trainer: Trainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None, *,

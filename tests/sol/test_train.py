@@ -124,11 +124,11 @@ def test_experiment_smoke_writes_results(experiment, tmp_path):
 def test_unknown_names_rejected(experiment):
   from configs import sol_ordinal as cfgmod
   with pytest.raises(ValueError, match="unknown method"):
-    experiment.validate(cfgmod.get_config("smoke:methods=sol+bogus"))
+    experiment.plan(cfgmod.get_config("smoke:methods=sol+bogus"))
   with pytest.raises(ValueError, match="unknown dataset"):
-    experiment.validate(cfgmod.get_config("smoke:datasets=nope"))
+    experiment.plan(cfgmod.get_config("smoke:datasets=nope"))
   with pytest.raises(ValueError, match="unknown noise kind"):
-    experiment.validate(cfgmod.get_config("smoke:noise=weird:0.2"))
+    experiment.plan(cfgmod.get_config("smoke:noise=weird:0.2"))
 
 
 @pytest.mark.slow
