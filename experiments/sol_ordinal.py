@@ -38,7 +38,7 @@ def train_config(config) -> dict[str, Any]:
 def plan(config) -> None:
   """Validates names and reads every config leaf before anything is written (strict configs)."""
   for name in config.data.datasets:
-    common.validate_choice(name, DATASETS, "dataset")
+    common.validate_dataset(name, DATASETS, "dataset")
   for m in config.methods:
     common.validate_choice(m, sol.ALL_METHODS, "method")
   for spec in config.noise.settings:
@@ -155,11 +155,11 @@ def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, s
   """Per dataset: MAE mean ± std per method, best baseline (non-SOL family), whether `target` is at
   or below it, and the paired two-sided Wilcoxon p over partitions."""
   out, lines = {}, [f"### {spec}: test MAE (mean ± std over partitions)", ""]
-  datasets = sorted({r["dataset"].split("/")[0] for r in rows if r["dataset"].endswith("/" + spec)})
+  datasets = sorted({r["dataset"].rsplit("/", 1)[0] for r in rows if r["dataset"].endswith("/" + spec)})
   methods = sorted({r["method"] for r in rows}, key=lambda m: (m.split("[")[0] not in sol.SOL_FAMILY, m))
   table = {(ds, m): {} for ds in datasets for m in methods}
   for r in rows:
-    ds, _, s = r["dataset"].partition("/")
+    ds, _, s = r["dataset"].rpartition("/")
     if s == spec:
       table[(ds, r["method"])][r["split"]] = r["metrics"]["mae"]
   lines += ["| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
