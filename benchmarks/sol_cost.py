@@ -7,8 +7,8 @@ SOL's step embeds B bases + B references (2B rows), builds the expected profiles
 budget). Both are jitted `core.make_train_step` steps timed after warm-up, interleaved in
 short rounds so machine load affects both alike; the ratio uses each step's fastest round
 (the least-disturbed estimate on a shared machine), the median-round ratio is printed too. The per-epoch
-refresh hook (embed the training set, centroids, relabelling) is timed separately and
-reported amortised over an epoch of N/B steps.
+refresh (embed the training set, centroids, decoders, relabelling) is timed separately and
+reported amortised over N/B steps.
 Prints `sol_step_cost_ratio=<x>` (SOL step time ÷ CE step time).
 """
 
@@ -40,21 +40,24 @@ def main() -> None:
   ap.add_argument("--rounds", type=int, default=50)
   ap.add_argument("--backbone", default="mlp", choices=("mlp", "cnn"), help="cnn: 28x28 CountDots-sized inputs")
   ap.add_argument("--pair_pool", type=int, default=0, help="0: all pairs (exact); else random candidate pairs")
+  ap.add_argument("--pair_sampler", default="exact", choices=("exact", "replacement"),
+                  help="exact: without replacement (top-k per class); replacement: inverse-CDF draws per class")
   args = ap.parse_args()
   rng = np.random.default_rng(0)
   n, b, c = args.train_rows, args.bases, args.classes
   shape = (args.features,) if args.backbone == "mlp" else (28, 28)
   x = rng.normal(size=(n,) + shape).astype(np.float32)
   y = rng.integers(0, c, n).astype(np.int32)
-  settings = dict(sol.DEFAULTS, num_classes=c, pair_pool=args.pair_pool, backbone=args.backbone)
+  settings = dict(num_classes=c, pair_pool=args.pair_pool, backbone=args.backbone, pair_sampler=args.pair_sampler)
   opt = core.make_optimizer({"name": "adam", "lr": 1e-3}, 1000)
 
   sol_l = sol.make_learner("sol", settings)
   idx = rng.integers(0, n, 2 * b).astype(np.int32)
   sol_batch = jax.device_put({"x": x[idx], "idx": idx})
   params = sol_l.method.init(jax.random.key(0), sol_batch)
-  refresh = sol.make_refresh_fn(settings)
-  extra = sol.init_extra(settings, params, x, y, refresh=refresh)
+  refresh = sol_l.refresh
+  xv, yv = jnp.asarray(x[:256]), jnp.asarray(y[:256])
+  extra = sol.init_extra(settings, params, x, y, refresh, x[:256], y[:256])
   sol_state = core.create_train_state(params, opt, 0, extra=extra)
   sol_step = jax.jit(core.make_train_step(sol_l.method.loss_fn, opt, uses_extra=True))
 
@@ -73,16 +76,16 @@ def main() -> None:
     ce_ts.append(tc)
     ratios.append(ts / tc)
   x_dev = jnp.asarray(x)
-  jax.block_until_ready(refresh(sol_state.params, sol_state.extra, x_dev, jnp.asarray(True)))
+  jax.block_until_ready(refresh(sol_state.params, sol_state.extra, x_dev, xv, yv, jnp.asarray(True)))
   t0 = time.perf_counter()
   for _ in range(5):
-    out = refresh(sol_state.params, sol_state.extra, x_dev, jnp.asarray(True))
+    out = refresh(sol_state.params, sol_state.extra, x_dev, xv, yv, jnp.asarray(True))
   jax.block_until_ready(out)
   t_refresh = (time.perf_counter() - t0) / 5
   steps_per_epoch = n // b
   sol_t, ce_t = float(np.min(sol_ts)), float(np.min(ce_ts))
   print(f"devices={jax.devices()[0].platform} rows_per_step={2 * b} classes={c} features={args.features} "
-        f"pair_pool={args.pair_pool or 'all'} backbone={args.backbone}")
+        f"pair_pool={args.pair_pool or 'all'} pair_sampler={args.pair_sampler} backbone={args.backbone}")
   print(f"sol_step_ms={1e3 * sol_t:.3f} ce_step_ms={1e3 * ce_t:.3f} "
         f"refresh_ms={1e3 * t_refresh:.2f} (once per {steps_per_epoch} steps)")
   print(f"sol_step_cost_ratio_median_round={float(np.median(ratios)):.3f}")

@@ -18,7 +18,7 @@ import numpy as np
 from jaxml.data import verify
 
 __all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
-           "ORDINAL_DATASETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
+           "ORDINAL_DATASETS", "ORDINAL_TARGETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
            "load_digits", "load_mnist1d", "check_name"]
 
 ENV_VAR = "JAXML_DATA_DIR"
@@ -168,20 +168,77 @@ def _stratified_split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[n
   return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | None = None) -> dict[str, Any]:
+_CHU_SIZES = {"pyrimidines": 50, "machinecpu": 150, "bostonhousing": 300, "abalone": 1000,
+              "stocksdomain": 600, "wisconsin": 130}
+_RAW_FILES = {"pyrimidines": ("pyrim", ","), "machinecpu": ("machine", ","), "bostonhousing": ("housing", None),
+              "stocksdomain": ("stock", None), "wisconsin": ("wpbc", ",")}
+ORDINAL_TARGETS = ("bins", "ranks")
+
+
+def _raw_ordinal(base: pathlib.Path, name: str) -> tuple[np.ndarray, np.ndarray, bool]:
+  """(features, target, native) from the raw files; native: the target is already an integer rank
+  (abalone rings, wine quality), otherwise continuous and to be binned."""
+  if name == "abalone":
+    rows = [line.strip().split(",") for line in open(_file(base, "ordinal", "abalone", "abalone_uci.data"))
+            if line.strip()]
+    sex = np.array([[r[0] == s for s in "MFI"] for r in rows], np.float64)
+    num = np.array([r[1:] for r in rows], np.float64)
+    return np.concatenate([sex, num[:, :-1]], 1), num[:, -1], True
+  if name == "winequality":
+    table = np.loadtxt(_file(base, "ordinal", "winequality", "winequality-red.csv"), delimiter=";")
+    return table[:, :-1], table[:, -1], True
+  if name in _LARGE:
+    d = np.load(_file(base, "ordinal", name, "splits.npz"))
+    return np.asarray(d["X"], np.float64), np.asarray(d["y_continuous"], np.float64), False
+  fname, sep = _RAW_FILES[name]
+  table = np.loadtxt(_file(base, "ordinal", name, fname), delimiter=sep)
+  return table[:, :-1], table[:, -1], False
+
+
+def _partition_rows(base: pathlib.Path, name: str, n: int, partition: int) -> tuple[np.ndarray, np.ndarray]:
+  """Train/test rows of partition p: the shipped seeded splits for the large sets, otherwise
+  a `default_rng(p)` permutation with Chu's training size (winequality: 75 %)."""
+  if name in _LARGE:
+    d = np.load(_file(base, "ordinal", name, "splits.npz"))
+    return d["train_idx"][partition], d["test_idx"][partition]
+  n_train = _CHU_SIZES.get(name, int(round(0.75 * n)))
+  perm = np.random.default_rng(partition).permutation(n)
+  return np.sort(perm[:n_train]), np.sort(perm[n_train:])
+
+
+def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | None = None,
+                 target: str = "bins", ranks: int = 30) -> dict[str, Any]:
   """One partition of an ordinal benchmark; features standardised on the train rows.
 
-  Chu sets: the official 20 partitions (`chu_{5,10}bins.npz`, equal-width ranks).
-  bank32nh / computer / california: 20 seeded partitions with equal-frequency ranks.
-  winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
-  A `name` with '/' is the path of your own folder holding `chu_{bins}bins.npz` (same keys).
+  target="bins" (the 10/5-bin grid): Chu sets: the official 20 partitions (`chu_{5,10}bins.npz`,
+  equal-width ranks); bank32nh / computer / california: 20 seeded partitions, equal-frequency
+  ranks; winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
+  A `name` with '/' is the path of your own folder holding `chu_{bins}bins.npz` (same keys; bins only).
+  target="ranks" (many ranks, issue 18): native integer targets where they exist (abalone rings,
+  wine quality, shifted so the smallest is rank 0), otherwise the raw continuous target binned into
+  `ranks` equal-width ranks over its full range; partitions as described in `_partition_rows`.
   Returns x_train, x_test: float32; y_train, y_test: int32 0-based ranks; num_classes.
   """
   check_name(name, ORDINAL_DATASETS, "ordinal dataset")
+  check_name(target, ORDINAL_TARGETS, "ordinal target")
+  if target == "ranks" and is_path(name):
+    raise ValueError("target='ranks' needs a shipped dataset's raw target; your own folder supports target='bins'")
   base = _own(name) if is_path(name) else data_root(root)
   if not 0 <= partition < 20:
     raise ValueError(f"partition must be in 0..19, got {partition}")
-  if name == "winequality":
+  if target == "ranks":
+    if ranks < 2:
+      raise ValueError(f"ranks must be at least 2, got {ranks}")
+    x, t, native = _raw_ordinal(base, name)
+    if native:
+      y = np.rint(t).astype(np.int64)
+      y -= y.min()
+    else:
+      y = np.minimum(np.floor((t - t.min()) / (t.max() - t.min()) * ranks), ranks - 1).astype(np.int64)
+    train, test = _partition_rows(base, name, len(y), partition)
+    x_train, x_test, y_train, y_test = x[train], x[test], y[train], y[test]
+    num_classes = int(y.max()) + 1
+  elif name == "winequality":
     table = np.loadtxt(_file(base, "ordinal", "winequality", "winequality-red.csv"), delimiter=";")
     x, quality = table[:, :-1], table[:, -1].astype(int)
     y = quality - quality.min()

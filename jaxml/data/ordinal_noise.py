@@ -1,21 +1,31 @@
 """Seeded label-noise models for ordinal ranks (train labels only; numpy only).
 
-Kinds (spec `sol.md` §6, K ranks 0..K−1, `rate` as a fraction):
+Built-in kinds (K ranks 0..K−1, `rate` a fraction, s = rate · scale, scale = K−1 unless given):
   none:            ỹ = y.
-  gaussian:        ỹ = clip(round(y + ε), 0, K−1), ε ~ N(0, s²), s = rate · (K−1), every sample.
-  adjacent:        with prob. rate, y → y ± 1 (fair coin, reflected at the ends).
+  gaussian:        ỹ = round(y + ε), ε ~ N(0, s²), every sample.
+  adjacent:        with prob. rate, y → y ± 1 (fair coin, reflected at the ends of 0..K−1).
   symmetric:       with prob. rate, y → uniform rank in {0..K−1} (may equal y).
-  skewed:          ỹ = clip(y + round(|ε|), 0, K−1), ε as in gaussian (one-sided upward).
+  skewed:          ỹ = y + round(|ε|), ε as in gaussian (one-sided upward).
   input_dependent: like gaussian with per-sample s_i ∝ |y_i − ŷ_i^ridge| (residual of a ridge
-                   regression of y on x), rescaled to mean s = rate · (K−1).
+                   regression of y on x), rescaled to mean s.
+A user-defined model is any callable `noise(y, rate, rng, *, scale, x) -> noisy values` passed
+as `kind` (e.g. a skewed model of your own); its output is rounded and clipped like the rest.
+
+Clipping (`clip`): "both" keeps ranks in [0, K−1] (the old 10-bin grid); "low" clips only at 0
+(the authors' open-range protocol: noisy labels may run past the clean top rank); "none" clips
+nowhere (ranks may be negative; the caller shifts them to start at 0).
 Each returns (noisy labels int32, realised corruption rate = mean 1[ỹ ≠ y]).
 """
 
+from typing import Callable, Union
+
 import numpy as np
 
-__all__ = ["NOISE_KINDS", "add_label_noise"]
+__all__ = ["NOISE_KINDS", "CLIP_MODES", "NoiseModel", "add_label_noise", "noisy_rank_count"]
 
 NOISE_KINDS = ("none", "gaussian", "adjacent", "symmetric", "skewed", "input_dependent")
+CLIP_MODES = ("both", "low", "none")
+NoiseModel = Callable[..., np.ndarray]
 
 
 def _ridge_residual(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -26,38 +36,68 @@ def _ridge_residual(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndar
   return np.abs(y - (xc @ w + ym))
 
 
-def add_label_noise(y: np.ndarray, num_classes: int, kind: str, rate: float, *, seed: int,
-                    x: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-  """Corrupts ranks `y` ([n] int, 0-based) with the named noise model and seed."""
-  if kind not in NOISE_KINDS:
-    raise ValueError(f"unknown noise kind {kind!r}; expected one of {NOISE_KINDS}")
+def _builtin(kind: str, y: np.ndarray, rate: float, rng: np.random.Generator, *, scale: float, k: int,
+             x: np.ndarray | None) -> np.ndarray:
+  n = y.size
+  s = rate * scale
+  if kind == "none" or rate == 0:
+    return y.copy()
+  if kind == "gaussian":
+    return y + rng.normal(0.0, s, n)
+  if kind == "skewed":
+    return y + np.rint(np.abs(rng.normal(0.0, s, n)))
+  if kind == "adjacent":
+    hit = rng.random(n) < rate
+    moved = y + np.where(rng.random(n) < 0.5, -1, 1)
+    moved = np.where(moved < 0, 1, np.where(moved > k - 1, k - 2, moved))   # reflect
+    return np.where(hit, moved, y)
+  if kind == "symmetric":
+    hit = rng.random(n) < rate
+    return np.where(hit, rng.integers(0, k, n), y)
+  if x is None:
+    raise ValueError("input_dependent noise needs the features x")
+  diff = _ridge_residual(x, y.astype(np.float64))
+  return y + rng.normal(0.0, 1.0, n) * diff / max(diff.mean(), 1e-12) * s
+
+
+def add_label_noise(y: np.ndarray, num_classes: int, kind: Union[str, NoiseModel], rate: float, *, seed: int,
+                    x: np.ndarray | None = None, scale: float | None = None,
+                    clip: str = "both") -> tuple[np.ndarray, float]:
+  """Corrupts ranks `y` ([n] int, 0-based) with a named or user-defined noise model and a seed.
+
+  Args:
+    num_classes: K, the clean rank count (the default noise scale is K−1, the clean range).
+    kind: a name of NOISE_KINDS or a callable `noise(y, rate, rng, *, scale, x)`.
+    scale: the range that `rate` is a fraction of (default K−1).
+    clip: one of CLIP_MODES.
+  """
   if rate < 0:
     raise ValueError(f"noise rate must be non-negative, got {rate}")
+  if clip not in CLIP_MODES:
+    raise ValueError(f"unknown clip mode {clip!r}; expected one of {CLIP_MODES}")
   y = np.asarray(y, np.int64)
   k = int(num_classes)
-  rng = np.random.default_rng([seed, NOISE_KINDS.index(kind)])
-  n = y.size
-  s = rate * (k - 1)
-  if kind == "none" or rate == 0:
-    noisy = y.copy()
-  elif kind == "gaussian":
-    noisy = np.rint(y + rng.normal(0.0, s, n))
-  elif kind == "skewed":
-    noisy = y + np.rint(np.abs(rng.normal(0.0, s, n)))
-  elif kind == "adjacent":
-    hit = rng.random(n) < rate
-    step = np.where(rng.random(n) < 0.5, -1, 1)
-    moved = y + step
-    moved = np.where(moved < 0, 1, np.where(moved > k - 1, k - 2, moved))   # reflect
-    noisy = np.where(hit, moved, y)
-  elif kind == "symmetric":
-    hit = rng.random(n) < rate
-    noisy = np.where(hit, rng.integers(0, k, n), y)
-  else:  # input_dependent
-    if x is None:
-      raise ValueError("input_dependent noise needs the features x")
-    diff = _ridge_residual(x, y.astype(np.float64))
-    scale = diff / max(diff.mean(), 1e-12) * s
-    noisy = np.rint(y + rng.normal(0.0, 1.0, n) * scale)
-  noisy = np.clip(noisy, 0, k - 1).astype(np.int32)
+  scale = float(k - 1 if scale is None else scale)
+  if callable(kind):
+    rng = np.random.default_rng([seed, len(NOISE_KINDS)])
+    noisy = np.asarray(kind(y.copy(), rate, rng, scale=scale, x=x), np.float64)
+    if noisy.shape != y.shape:
+      raise ValueError(f"noise model returned shape {noisy.shape}, expected {y.shape}")
+  elif kind in NOISE_KINDS:
+    rng = np.random.default_rng([seed, NOISE_KINDS.index(kind)])
+    noisy = _builtin(kind, y, rate, rng, scale=scale, k=k, x=x)
+  else:
+    raise ValueError(f"unknown noise kind {kind!r}; expected one of {NOISE_KINDS} or a callable")
+  noisy = np.rint(noisy)
+  if clip == "both":
+    noisy = np.clip(noisy, 0, k - 1)
+  elif clip == "low":
+    noisy = np.maximum(noisy, 0)
+  noisy = noisy.astype(np.int32)
   return noisy, float(np.mean(noisy != y))
+
+
+def noisy_rank_count(*label_sets: np.ndarray) -> int:
+  """The rank count that holds every given label set (max label + 1): the rank set follows the
+  noisy labels, so a noise setting can need more ranks than the clean data has."""
+  return int(max(int(np.max(np.asarray(s))) for s in label_sets)) + 1

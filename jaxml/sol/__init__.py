@@ -1,11 +1,18 @@
-"""Stochastic Order Learning (SOL) for rank estimation from noisy ordinal labels."""
+"""Stochastic Order Learning (SOL) for rank estimation from noisy ordinal labels.
 
-from jaxml.sol.api import (ALL_METHODS, BASELINES, DEFAULTS, SOL_FAMILY, RankLearner, init_extra,
-                           make_embed_fn, make_learner, make_method, make_refresh_fn, make_refresh_hook,
-                           sol_settings)
+  trainer = sol.make_trainer("sol", sol_config, train_config)   # or any baseline name
+  fitted = sol.fit(trainer, x_train, y_noisy, x_val, y_val_noisy, seed=0)
+  ranks = sol.predict(trainer, fitted, x_test)                   # validation-chosen decoder
+"""
+
+from jaxml.sol.api import (ALL_METHODS, BASELINES, DEFAULTS, RELABEL_DECODERS, SOL_FAMILY, RankLearner,
+                           init_extra, make_embed_fn, make_learner, make_method, make_refresh_fn, sol_settings)
+from jaxml.sol.decoders import DECODERS
 from jaxml.sol.pairs import sample_references
-from jaxml.sol.refine import Refinement, refine_labels
+from jaxml.sol.refine import RELABEL_STEPS, Refinement, refine_labels
+from jaxml.sol.train import Fitted, Trainer, fit, make_trainer, plain_batches, predict, relabel_steps
 
-__all__ = ["ALL_METHODS", "BASELINES", "DEFAULTS", "SOL_FAMILY", "RankLearner", "Refinement", "init_extra",
-           "make_embed_fn", "make_learner", "make_method", "make_refresh_fn", "make_refresh_hook",
-           "refine_labels", "sample_references", "sol_settings"]
+__all__ = ["ALL_METHODS", "BASELINES", "DECODERS", "DEFAULTS", "Fitted", "RELABEL_DECODERS", "RELABEL_STEPS",
+           "RankLearner", "Refinement", "SOL_FAMILY", "Trainer", "fit", "init_extra", "make_embed_fn",
+           "make_learner", "make_method", "make_refresh_fn", "make_trainer", "plain_batches", "predict",
+           "refine_labels", "relabel_steps", "sample_references", "sol_settings"]

@@ -1,10 +1,15 @@
-"""SOL as a `core.Method`, its ablations, the GOL-style variant, inference and loop hooks.
+"""SOL as a `core.Method`, its ablations, the GOL-style variant, decoding and the refresh step.
 
-SOL keeps non-trainable state in `TrainState.extra`:
-  centroids [C, d]  stochastic centroids (refreshed every epoch by a hook),
-  labels    [N]     current (possibly relabelled) noisy training ranks,
-  flagged   [N]     whether an instance was ever flagged as noisy,
-  epochs    ()      number of refreshes done.
+SOL keeps non-trainable state in `TrainState.extra` (all arrays, so one compilation serves every
+partition and every refresh):
+  centroids  [C, d]  stochastic centroids of the current labels,
+  labels     [N]     current (possibly relabelled) noisy training ranks,
+  valid      [C]     ranks present in the current labels (the rank set follows the labels),
+  flagged    [N]     whether an instance was ever flagged as noisy,
+  embeddings [N, d]  training embeddings at the last refresh (k-NN decoding),
+  t_train    [N]     boundary-corrected training positions at the last refresh (profile decoder),
+  decoder    ()      index into DECODERS of the decoder relabelling last used,
+  refreshes  ()      number of refreshes done.
 SOL batches are {"x": [2B, ...], "idx": [2B] int32} (B bases then their B references); the
 loss reads ranks from `extra["labels"][idx]`, so relabelling is exact under resume.
 """
@@ -17,23 +22,25 @@ import numpy as np
 
 from jaxml import core
 from jaxml.sol import baselines
+from jaxml.sol import decoders as D
 from jaxml.sol import losses as L
 from jaxml.sol.model import RankNet
-from jaxml.sol.refine import refine_labels
+from jaxml.sol.refine import RELABEL_STEPS, refine_labels
 
-__all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RankLearner", "sol_settings",
-           "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn",
-           "make_refresh_hook"]
+__all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RELABEL_DECODERS", "RankLearner",
+           "sol_settings", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
 
 SOL_FAMILY = ("sol", "sol_no_so", "sol_no_d", "sol_sigma0", "sol_no_relabel", "gol")
 BASELINES = baselines.BASELINES
 ALL_METHODS = SOL_FAMILY + BASELINES
+RELABEL_DECODERS = ("auto",) + D.DECODERS
 
+# Package defaults for users who call make_* without a config; experiments pass every key.
 DEFAULTS: dict[str, Any] = dict(
-    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0,
-    w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, start_epoch=0,
-    relabel_step="constant_rate_mean", backbone="mlp", hidden=(128, 128), embed_dim=32,
-    knn=50, soft_sigma=1.0, poe_kl=1e-3, poe_margin=0.5, poe_weight=0.1)
+    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0, pair_sampler="exact",
+    w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, relabel_start=1000, relabel_every=200,
+    refresh_every=100, relabel_step="round_mean", relabel_decoder="auto", backbone="mlp", hidden=(128, 128),
+    embed_dim=32, knn=50, profile_window=4, soft_sigma=1.0, poe_kl=1e-3, poe_margin=0.5, poe_weight=0.1)
 
 # Ablations and GOL as overrides of the SOL settings (spec §5).
 _VARIANTS: dict[str, dict[str, Any]] = {
@@ -48,31 +55,40 @@ _VARIANTS: dict[str, dict[str, Any]] = {
 
 
 class RankLearner(NamedTuple):
-  """What an experiment needs to train and evaluate one method on the shared loop.
+  """One method's pure pieces, built once and reused for every partition of a dataset.
 
-  predictors: {suffix: predict_fn(params, extra, x) -> [B] int32 ranks}; "" is the method's
-  main rule (SOL: nearest expectation), "_knn" the k-NN alternative (SOL family only).
-  batch_kind: "pairs" (SOL family: x + idx, labels in extra) or "plain" (x + y).
-  refresh: whether the per-epoch centroid/embedding hook runs.
+  decode(params, extra, x) -> [R, B] int32 ranks, one row per entry of `decoders`
+  (SOL family: DECODERS; baselines: their own rule). batch_kind: "pairs" (SOL family:
+  x + idx, labels in extra) or "plain" (x + y). refresh: jitted `make_refresh_fn` or None.
   """
 
   name: str
   method: core.Method
-  predictors: dict[str, Callable[[Any, Any, jax.Array], jax.Array]]
-  uses_extra: bool
+  decode: Callable[[Any, Any, jax.Array], jax.Array]
+  decoders: tuple[str, ...]
   batch_kind: str
-  refresh: bool
+  refresh: Callable | None
   settings: dict[str, Any]
 
 
 def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") -> dict[str, Any]:
-  """DEFAULTS <- config <- variant overrides."""
+  """DEFAULTS <- config (a dict or ConfigDict; unknown keys are errors) <- variant overrides."""
   if variant not in _VARIANTS:
     raise ValueError(f"unknown SOL variant {variant!r}; expected one of {tuple(_VARIANTS)}")
-  s = dict(DEFAULTS)
-  s.update({k: v for k, v in dict(config or {}).items() if k in DEFAULTS})
-  s.update(_VARIANTS[variant])
+  given = dict(config or {})
+  unknown = sorted(set(given) - set(DEFAULTS))
+  if unknown:
+    raise ValueError(f"unknown SOL settings {unknown}; expected keys of sol.DEFAULTS")
+  s = {**DEFAULTS, **given, **_VARIANTS[variant]}
   s["hidden"] = tuple(s["hidden"])
+  if s["relabel_step"] not in RELABEL_STEPS:
+    raise ValueError(f"unknown relabel_step {s['relabel_step']!r}; expected one of {RELABEL_STEPS}")
+  if s["relabel_decoder"] not in RELABEL_DECODERS:
+    raise ValueError(f"unknown relabel_decoder {s['relabel_decoder']!r}; expected one of {RELABEL_DECODERS}")
+  if s["pair_sampler"] not in ("exact", "replacement"):
+    raise ValueError(f"unknown pair_sampler {s['pair_sampler']!r}; expected 'exact' or 'replacement'")
+  if int(s["relabel_every"]) % int(s["refresh_every"]):
+    raise ValueError("relabel_every must be a multiple of refresh_every")
   return s
 
 
@@ -102,7 +118,8 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     ranks = extra["labels"][batch["idx"]]
     cent = out["centroids"] if learnable else jax.lax.stop_gradient(extra["centroids"])
     prof = L.expected_profile(e, cent, table)
-    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]))
+    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
+                           replacement=s["pair_sampler"] == "replacement")
     dist = L.gaussian_rows(ranks, c, sigma)
     probs = L.order_probs(dist[pairs.base], dist[pairs.ref], tau)
     l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base],
@@ -117,28 +134,6 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     return loss, aux
 
   return core.Method(init, loss_fn, None)
-
-
-def _make_predictors(s: Mapping[str, Any], learnable: bool) -> dict[str, Callable]:
-  net = _net(s, "gol" if learnable else "embed")
-  table = L.gaussian_table(int(s["num_classes"]), float(s["sigma"]))
-
-  def predict_fn(params, extra, x):
-    """Nearest expectation: r̂ = argmin_l S_l(f(x))."""
-    out = net.apply({"params": params}, x)
-    cent = out["centroids"] if learnable else extra["centroids"]
-    return jnp.argmin(L.expected_profile(out["embedding"], cent, table), -1).astype(jnp.int32)
-
-  def knn_fn(params, extra, x):
-    """k-NN rule (spec §2.7 alternative): round(mean of the current labels of the k most
-    cosine-similar training embeddings, as of the last refresh)."""
-    e = net.apply({"params": params}, x)["embedding"]
-    k = min(int(s["knn"]), extra["embeddings"].shape[0])
-    _, idx = jax.lax.top_k(e @ extra["embeddings"].T, k)
-    mean = extra["labels"][idx].astype(jnp.float32).mean(-1)
-    return jnp.clip(jnp.round(mean), 0, int(s["num_classes"]) - 1).astype(jnp.int32)
-
-  return {"": predict_fn, "_knn": knn_fn}
 
 
 def make_embed_fn(config: Mapping[str, Any] | None = None, *, chunk: int = 1024) -> Callable:
@@ -157,86 +152,108 @@ def make_embed_fn(config: Mapping[str, Any] | None = None, *, chunk: int = 1024)
   return embed
 
 
-def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: np.ndarray,
-               labels: np.ndarray, variant: str = "sol", *, refresh: Callable | None = None) -> dict[str, jax.Array]:
-  """Initial `extra`: centroids from the untrained encoder (the refresh before epoch 0).
+def _decode_chunks(fn: Callable[[jax.Array], jax.Array], n: int, chunk: int = 512) -> jax.Array:
+  """fn(rows [size] int) -> [R, size], applied over rows 0..n−1 in chunks (bounded k-NN memory)."""
+  size = min(chunk, n)
+  starts = jnp.arange(0, n, size)
+  out = jax.lax.map(lambda s0: fn(jnp.minimum(s0 + jnp.arange(size), n - 1)), starts)   # [nc, R, size]
+  return jnp.moveaxis(out, 1, 0).reshape(out.shape[1], -1)[:, :n]
 
-  `refresh` may pass a prebuilt `make_refresh_fn(config, variant)` (reuses its compilation).
-  """
-  s = sol_settings(config, variant)
-  labels = jnp.asarray(labels, jnp.int32)
-  extra = {"centroids": jnp.zeros((int(s["num_classes"]), int(s["embed_dim"])), jnp.float32),
-           "labels": labels, "flagged": jnp.zeros(labels.shape, jnp.bool_),
-           "embeddings": jnp.zeros((labels.shape[0], int(s["embed_dim"])), jnp.float32),
-           "epochs": jnp.zeros((), jnp.int32)}
-  refresh = refresh or make_refresh_fn(config, variant)
-  extra, _ = refresh(params, extra, jnp.asarray(x_train), jnp.asarray(False))
-  return {**extra, "epochs": jnp.zeros((), jnp.int32)}
+
+def _decode_table(s: Mapping[str, Any]) -> jax.Array:
+  return L.gaussian_table(int(s["num_classes"]), float(s["sigma"]))
 
 
 def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol") -> Callable:
-  """Jitted refresh(params, extra, x_train, relabel) -> (extra, stats).
+  """Jitted refresh(params, extra, x_train, x_val, y_val, relabel) -> (extra, stats).
 
-  Embeds the training set, recomputes the stochastic centroids, and if `relabel` (a traced
-  bool) refines the labels and recomputes the centroids with them (spec §2.1, §2.6).
+  Embeds the training set, recomputes the stochastic centroids, the valid-rank mask and the
+  training positions; if `relabel` (a traced bool), decodes the training set with the relabelling
+  decoder (`relabel_decoder`; "auto": the one with the lowest MAE on the noisy validation labels),
+  refines the labels (spec §2.6) and recomputes the centroids with them (spec §2.1).
   """
   s = sol_settings(config, variant)
-  c, sigma = int(s["num_classes"]), float(s["sigma"])
-  table = L.gaussian_table(c, sigma)
+  c, sigma, k, window = int(s["num_classes"]), float(s["sigma"]), int(s["knn"]), int(s["profile_window"])
+  table = _decode_table(s)
   embed = make_embed_fn(s)
+  fixed = s["relabel_decoder"]
+
+  def geometry(e, labels):
+    cent = L.soft_centroids(e, L.gaussian_rows(labels, c, sigma))
+    valid = jnp.zeros((c,), bool).at[labels].set(True)
+    t_train = D.profile_position(D.masked_profile(e, cent, table, valid), table, valid, window)
+    return cent, valid, t_train
 
   @jax.jit
-  def refresh(params, extra, x_train, relabel):
+  def refresh(params, extra, x_train, x_val, y_val, relabel):
     e = embed(params, x_train)
     labels = extra["labels"]
-    cent = L.soft_centroids(e, L.gaussian_rows(labels, c, sigma))
-    ref = refine_labels(L.expected_profile(e, cent, table), labels, eta=float(s["eta"]),
-                        step_rule=s["relabel_step"])
-    new_labels = jnp.where(relabel, ref.labels, labels)
-    flagged = relabel & ref.flagged
-    cent = jnp.where(relabel, L.soft_centroids(e, L.gaussian_rows(new_labels, c, sigma)), cent)
-    new_extra = {"centroids": cent, "labels": new_labels, "flagged": extra["flagged"] | flagged,
-                 "embeddings": e, "epochs": extra["epochs"] + 1}
-    stats = {"flagged": flagged.sum(), "changed": (new_labels != labels).sum(), "step": ref.step}
-    return new_extra, stats
+    cent, valid, t_train = geometry(e, labels)
+    new = {**extra, "centroids": cent, "valid": valid, "embeddings": e, "t_train": t_train,
+           "refreshes": extra["refreshes"] + 1}
+
+    def do_relabel(new):
+      if fixed == "auto":
+        val_pred = D.decode_all(embed(params, x_val), new, table, k=k, window=window)
+        choice = jnp.argmin(jnp.abs(val_pred - y_val[None, :]).mean(-1)).astype(jnp.int32)
+      else:
+        choice = jnp.asarray(D.DECODERS.index(fixed), jnp.int32)
+      n = labels.shape[0]
+      pred = _decode_chunks(lambda rows: D.decode_all(e[rows], new, table, k=k, window=window, query_idx=rows), n)
+      ref = refine_labels(pred[choice], labels, eta=float(s["eta"]), step_rule=s["relabel_step"])
+      cent2, valid2, t2 = geometry(e, ref.labels)
+      return ({**new, "labels": ref.labels, "centroids": cent2, "valid": valid2, "t_train": t2,
+               "flagged": new["flagged"] | ref.flagged, "decoder": choice},
+              {"flagged": ref.flagged.sum(), "changed": (ref.labels != labels).sum(), "shift": ref.step})
+
+    def skip(new):
+      return new, {"flagged": jnp.zeros((), jnp.int32), "changed": jnp.zeros((), jnp.int32),
+                   "shift": jnp.zeros((), jnp.float32)}
+
+    return jax.lax.cond(relabel, do_relabel, skip, new)
 
   return refresh
 
 
-def make_refresh_hook(config: Mapping[str, Any] | None, x_train: np.ndarray, steps_per_epoch: int, *,
-                      variant: str = "sol",
-                      on_labels: Callable[[np.ndarray], None] | None = None,
-                      log: Callable[[int, dict], None] | None = None,
-                      refresh: Callable | None = None) -> core.Hook:
-  """core.Hook run after every epoch: refresh centroids; relabel once the 0-based index of the
-  epoch just finished exceeds `start_epoch` (and `relabel` is on). `on_labels` receives the
-  new host labels (the reference sampler reads them); `refresh` reuses a prebuilt refresh fn."""
-  s = sol_settings(config, variant)
-  refresh = refresh or make_refresh_fn(config, variant)
-  x_dev = jnp.asarray(x_train)
+def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: np.ndarray,
+               labels: np.ndarray, refresh: Callable, x_val: np.ndarray, y_val: np.ndarray) -> dict[str, jax.Array]:
+  """Initial `extra`: centroids from the untrained encoder (the refresh before step 0)."""
+  s = sol_settings(config)
+  labels = jnp.asarray(labels, jnp.int32)
+  n, c, d = labels.shape[0], int(s["num_classes"]), int(s["embed_dim"])
+  extra = {"centroids": jnp.zeros((c, d), jnp.float32), "labels": labels, "valid": jnp.zeros((c,), bool),
+           "flagged": jnp.zeros((n,), jnp.bool_), "embeddings": jnp.zeros((n, d), jnp.float32),
+           "t_train": jnp.zeros((n,), jnp.float32), "decoder": jnp.zeros((), jnp.int32),
+           "refreshes": jnp.zeros((), jnp.int32)}
+  extra, _ = refresh(params, extra, jnp.asarray(x_train), jnp.asarray(x_val), jnp.asarray(y_val, jnp.int32),
+                     jnp.asarray(False))
+  return {**extra, "refreshes": jnp.zeros((), jnp.int32)}
 
-  def fn(step: int, state: core.TrainState) -> core.TrainState:
-    epoch = step // steps_per_epoch - 1
-    relabel = bool(s["relabel"]) and epoch > int(s["start_epoch"])
-    extra, stats = refresh(state.params, state.extra, x_dev, jnp.asarray(relabel))
-    if on_labels is not None and relabel:
-      on_labels(np.asarray(jax.device_get(extra["labels"])))
-    if log is not None:
-      log(step, jax.device_get(stats))
-    return state.replace(extra=extra)
 
-  return core.Hook(steps_per_epoch, fn)
+def _sol_decode(s: Mapping[str, Any], learnable: bool) -> Callable:
+  net = _net(s, "gol" if learnable else "embed")
+  table = _decode_table(s)
+
+  @jax.jit
+  def decode(params, extra, x):
+    """[3, B]: expectation, profile, knn (module `decoders`)."""
+    out = net.apply({"params": params}, x)
+    if learnable:
+      extra = {**extra, "centroids": out["centroids"]}
+    return D.decode_all(out["embedding"], extra, table, k=int(s["knn"]), window=int(s["profile_window"]))
+
+  return decode
 
 
 def make_learner(name: str, config: Mapping[str, Any] | None = None) -> RankLearner:
-  """Any method of ALL_METHODS with the same encoder settings."""
+  """Any method of ALL_METHODS with the same encoder settings (config: dict or ConfigDict)."""
   if name in SOL_FAMILY:
     s = sol_settings(config, name)
-    learnable = name == "gol"
-    return RankLearner(name, make_method(config, name), _make_predictors(s, learnable), True, "pairs",
-                       True, s)
+    return RankLearner(name, make_method(config, name), _sol_decode(s, name == "gol"), D.DECODERS, "pairs",
+                       make_refresh_fn(config, name), s)
   if name in BASELINES:
     s = sol_settings(config)
     method, predict = baselines.make_baseline(name, s)
-    return RankLearner(name, method, {"": predict}, False, "plain", False, s)
+    decode = jax.jit(lambda params, extra, x: predict(params, extra, x)[None, :])
+    return RankLearner(name, method, decode, (baselines.RULES[name],), "plain", None, s)
   raise ValueError(f"unknown method {name!r}; expected one of {ALL_METHODS}")

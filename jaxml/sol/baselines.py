@@ -14,9 +14,12 @@ from jaxml import core
 from jaxml.sol import losses as L
 from jaxml.sol.model import RankNet
 
-__all__ = ["BASELINES", "make_baseline"]
+__all__ = ["BASELINES", "RULES", "decode_head", "make_baseline"]
 
 BASELINES = ("ce", "l2", "l1", "soft_ce", "coral", "corn", "poe")
+# The decoding rule of each baseline (its name in result rows).
+RULES = {"ce": "argmax", "soft_ce": "argmax", "poe": "argmax", "l2": "round", "l1": "round",
+         "coral": "threshold", "corn": "threshold"}
 _HEADS = {"ce": "logits", "soft_ce": "logits", "l2": "scalar", "l1": "scalar", "coral": "coral",
           "corn": "corn", "poe": "poe"}
 
@@ -41,6 +44,23 @@ def _poe_ordinal(mu: jax.Array, logvar: jax.Array, y: jax.Array, rng: jax.Array,
   viol = jnp.where(closer_b, jax.nn.relu(d_ab - d_ac + margin), 0.0) + \
       jnp.where(closer_c, jax.nn.relu(d_ac - d_ab + margin), 0.0)
   return jnp.sum(viol) / jnp.maximum(jnp.sum(closer_b | closer_c), 1)
+
+
+def decode_head(name: str, out: dict[str, jax.Array], num_classes: int) -> jax.Array:
+  """Ranks [B] int32 from a baseline head's outputs (pure, so each rule is testable by hand).
+
+  argmax (ce, soft_ce, poe); round (l1, l2: nearest rank, clipped to 0..C−1); threshold: CORAL
+  counts the thresholds k with σ(g_k) > ½; CORN counts those with P(r > k) = Π_{j≤k} σ(g_j) > ½.
+  """
+  if name in ("ce", "soft_ce", "poe"):
+    return jnp.argmax(out["logits"], -1).astype(jnp.int32)
+  if name in ("l2", "l1"):
+    return jnp.clip(jnp.round(out["value"]), 0, num_classes - 1).astype(jnp.int32)
+  if name == "coral":
+    return jnp.sum(jax.nn.sigmoid(out["logits"]) > 0.5, -1).astype(jnp.int32)
+  if name == "corn":
+    return jnp.sum(jnp.cumprod(jax.nn.sigmoid(out["logits"]), -1) > 0.5, -1).astype(jnp.int32)
+  raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
 
 
 def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callable]:
@@ -96,15 +116,7 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
 
   def predict_fn(params, extra, x):
     del extra
-    out = net.apply({"params": params}, x)
-    if name in ("ce", "soft_ce", "poe"):
-      return jnp.argmax(out["logits"], -1).astype(jnp.int32)
-    if name in ("l2", "l1"):
-      return jnp.clip(jnp.round(out["value"]), 0, c - 1).astype(jnp.int32)
-    if name == "coral":
-      return jnp.sum(jax.nn.sigmoid(out["logits"]) > 0.5, -1).astype(jnp.int32)
-    probs = jnp.cumprod(jax.nn.sigmoid(out["logits"]), -1)     # corn: P(r > k)
-    return jnp.sum(probs > 0.5, -1).astype(jnp.int32)
+    return decode_head(name, net.apply({"params": params}, x), c)
 
   def eval_fn(params, batch):
     pred = predict_fn(params, None, batch["x"])

@@ -94,10 +94,11 @@ def order_probs(p_base: jax.Array, p_ref: jax.Array, tau: int) -> tuple[jax.Arra
   Returns:
     three [P] arrays; they sum to one (clean definition, not the reference code's clipped windows).
   """
-  greater, less, similar = order_masks(p_base.shape[-1], tau)
-  joint = p_base[:, :, None] * p_ref[:, None, :]               # [P, C, C]
-  return (jnp.einsum("pac,ac->p", joint, greater), jnp.einsum("pac,ac->p", joint, less),
-          jnp.einsum("pac,ac->p", joint, similar))
+  greater, less, _ = order_masks(p_base.shape[-1], tau)
+  p_gt = jnp.sum((p_base @ greater) * p_ref, -1)             # Σ_a p_i(a) Σ_c M[a, c] p_k(c)
+  p_lt = jnp.sum((p_base @ less) * p_ref, -1)
+  total = p_base.sum(-1) * p_ref.sum(-1)
+  return p_gt, p_lt, total - p_gt - p_lt                     # the masks partition the grid
 
 
 def discriminative_loss(profile: jax.Array, ranks: jax.Array, neighbourhood: int = 1) -> jax.Array:
@@ -162,17 +163,53 @@ class Pairs(NamedTuple):
   valid: jax.Array    # [3 * per_class] float32 in {0, 1}
 
 
-def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int, pool: int = 0) -> Pairs:
+def _sample_with_replacement(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int) -> Pairs:
+  """Per order class, `per_class` uniform draws with replacement from the batch's unordered pairs
+  of that class (inverse CDF: a cumulative count and a binary search, no sort or top-k); far pairs
+  are oriented base-greater for ">" and base-smaller for "<", similar pairs at random. A class
+  with n < per_class pairs keeps n valid draws (the exact sampler's count)."""
+  iu, ku = np.triu_indices(ranks.shape[0], 1)
+  diff = ranks[iu] - ranks[ku]
+  far = jnp.abs(diff) > tau
+  u_rng, flip_rng = jax.random.split(rng)
+  u = jax.random.uniform(u_rng, (3, per_class))
+  out_b, out_r, out_v = [], [], []
+  for cls, members in enumerate((far, far, ~far)):   # static: three classes
+    cum = jnp.cumsum(members.astype(jnp.int32))
+    count = cum[-1]
+    pos = jnp.searchsorted(cum, jnp.floor(u[cls] * count).astype(jnp.int32) + 1, side="left")
+    pos = jnp.minimum(pos, iu.size - 1)
+    a, b = jnp.asarray(iu)[pos], jnp.asarray(ku)[pos]
+    if cls < 2:
+      a_big = ranks[a] > ranks[b]
+      want_big = cls == 0
+      base, ref = jnp.where(a_big == want_big, a, b), jnp.where(a_big == want_big, b, a)
+    else:
+      flip = jax.random.uniform(flip_rng, (per_class,)) < 0.5
+      base, ref = jnp.where(flip, b, a), jnp.where(flip, a, b)
+    out_b.append(base)
+    out_r.append(ref)
+    out_v.append((jnp.arange(per_class) < count).astype(jnp.float32))
+  return Pairs(jnp.concatenate(out_b).astype(jnp.int32), jnp.concatenate(out_r).astype(jnp.int32),
+               jnp.concatenate(out_v))
+
+
+def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int, pool: int = 0,
+                 replacement: bool = False) -> Pairs:
   """≤ `per_class` pairs per ternary order class (>, <, ≈ of the noisy ranks with threshold τ),
   drawn uniformly, with random orientation.
 
   pool = 0 (exact, spec §2.5): candidates are all M(M−1)/2 unordered pairs of the M embeddings.
   pool > 0 (cheaper): candidates are `pool` uniform random ordered pairs (i ≠ k, duplicates
   possible), so a class with very few pairs in the batch may be missed.
+  replacement=True (cheapest, pool ignored): per class, uniform draws with replacement from the
+  same candidates (`_sample_with_replacement`).
   The class labels only balance the sample; the loss weights pairs by P_>, P_<, P_≈.
   Args:
     rng: key; ranks: [M] int (M static).
   """
+  if replacement:
+    return _sample_with_replacement(rng, ranks, tau, per_class)
   m = ranks.shape[0]
   if pool and pool < m * (m - 1) // 2:
     first_rng, shift_rng, pick_rng = jax.random.split(rng, 3)

@@ -7,43 +7,47 @@ import jax.numpy as jnp
 
 __all__ = ["Refinement", "refine_labels", "RELABEL_STEPS"]
 
-RELABEL_STEPS = ("constant_rate_mean", "half_delta", "fixed")
+RELABEL_STEPS = ("constant_rate_mean", "round_mean", "half_delta", "fixed")
 
 
 class Refinement(NamedTuple):
   labels: jax.Array     # [N] int32 refined noisy ranks
   flagged: jax.Array    # [N] bool, instances judged noisy this round
-  step: jax.Array       # scalar float32, the constant step c (constant_rate_mean) or its mean
+  step: jax.Array       # scalar float32, the mean step of the flagged labels' rule
 
 
-def refine_labels(profile: jax.Array, labels: jax.Array, *, eta: float = 0.9,
-                  step_rule: str = "constant_rate_mean") -> Refinement:
-  """One refinement round on the noisy labels only.
+def refine_labels(pred: jax.Array, labels: jax.Array, *, eta: float = 0.9,
+                  step_rule: str = "round_mean") -> Refinement:
+  """One refinement round on the noisy labels only, given decoded ranks `pred` of the training set.
 
-  ŷ_i = argmin_l S_l(e_i);  δ_i = ỹ_i − ŷ_i;
-  flag i if |δ_i| / max_{i' : ỹ_{i'} = ỹ_i} |δ_{i'}| ≥ η   (classes whose max is 0 flag nobody);
-  flagged labels move toward ŷ: ỹ_i ← clip(ỹ_i − sign(δ_i) · c_i, 0, C−1) with
-  c = floor(mean|δ| / 2) ("constant_rate_mean", the reference default), c_i = floor(|δ_i| / 2)
-  ("half_delta") or c = 1 ("fixed"). With δ ≡ 0 nothing changes.
+  δ_i = ỹ_i − ŷ_i;  flag i if |δ_i| / max_{i' : ỹ_{i'} = ỹ_i} |δ_{i'}| ≥ η (classes whose max is 0
+  flag nobody); a flagged label moves toward ŷ_i by c_i, never past it, clipped only at 0:
+    constant_rate_mean: c = floor(mean|δ| / 2)   (the authors' rule: 0 whenever mean|δ| < 2)
+    round_mean:         c = max(1, round(mean|δ| / 2))   (moves labels at any noise level)
+    half_delta:         c_i = floor(|δ_i| / 2);   fixed: c = 1.
+  With δ ≡ 0 nothing changes. Labels stay integers ≥ 0.
 
   Args:
-    profile: [N, C] expected dissimilarity profiles of the training set.
-    labels: [N] int current noisy ranks.
+    pred: [N] int decoded ranks (any decoder); labels: [N] int current noisy ranks.
   """
   if step_rule not in RELABEL_STEPS:
     raise ValueError(f"unknown relabel step rule {step_rule!r}; expected one of {RELABEL_STEPS}")
-  c = profile.shape[-1]
   labels = labels.astype(jnp.int32)
-  pred = jnp.argmin(profile, axis=-1).astype(jnp.int32)
-  delta = labels - pred
+  delta = labels - pred.astype(jnp.int32)
   ad = jnp.abs(delta).astype(jnp.float32)
-  class_max = jax.ops.segment_max(ad, labels, num_segments=c)[labels]
+  num = labels.shape[0] + 1
+  seg = jnp.clip(labels, 0, num - 1)
+  class_max = jax.ops.segment_max(ad, seg, num_segments=num)[seg]
   flagged = (class_max > 0) & (ad >= eta * class_max)
   if step_rule == "constant_rate_mean":
     step = jnp.floor(0.5 * ad.mean()) * jnp.ones_like(ad)
+  elif step_rule == "round_mean":
+    step = jnp.maximum(1.0, jnp.round(0.5 * ad.mean())) * jnp.ones_like(ad)
   elif step_rule == "half_delta":
     step = jnp.floor(0.5 * ad)
   else:
     step = jnp.ones_like(ad)
-  moved = jnp.clip(jnp.round(labels - jnp.sign(delta) * step), 0, c - 1).astype(jnp.int32)
-  return Refinement(jnp.where(flagged, moved, labels), flagged, step.mean())
+  step = jnp.minimum(step, ad)
+  moved = jnp.maximum(labels - jnp.sign(delta) * step.astype(jnp.int32), 0).astype(jnp.int32)
+  new = jnp.where(flagged, moved, labels)
+  return Refinement(new, flagged, jnp.sum(jnp.where(flagged, step, 0.0)) / jnp.maximum(flagged.sum(), 1))

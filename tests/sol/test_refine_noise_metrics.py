@@ -6,37 +6,41 @@ import pytest
 
 from jaxml.data import countdots, ordinal_noise
 from jaxml.metrics import ranking
-from jaxml.sol import losses as L
 from jaxml.sol.pairs import LabelBook, make_pair_batches, sample_references
 from jaxml.sol.refine import refine_labels
 
 
-def _profile_with_argmin(pred, c=6):
-  # S_l = (l − pred)²: argmin at pred
-  l = np.arange(c)[None, :]
-  return jnp.asarray((l - np.asarray(pred)[:, None]) ** 2, jnp.float32)
-
-
-@pytest.mark.parametrize("rule", ["constant_rate_mean", "half_delta", "fixed"])
+@pytest.mark.parametrize("rule", ["constant_rate_mean", "round_mean", "half_delta", "fixed"])
 def test_relabelling_is_noop_when_delta_is_zero(rule):
   labels = np.array([0, 1, 2, 3, 4, 5, 2, 2])
-  out = refine_labels(_profile_with_argmin(labels), jnp.asarray(labels), eta=0.9, step_rule=rule)
+  out = refine_labels(jnp.asarray(labels), jnp.asarray(labels), eta=0.9, step_rule=rule)
   np.testing.assert_array_equal(out.labels, labels)
   assert not np.any(np.asarray(out.flagged))
 
 
 def test_relabelling_moves_outliers_toward_prediction():
   labels = np.array([5, 2, 2, 2, 2, 0])
-  pred = np.array([1, 2, 2, 2, 3, 4])    # δ = [4, 0, 0, 0, −1, −4]; mean|δ| = 1.5 → c = floor(0.75) = 0
-  out = refine_labels(_profile_with_argmin(pred), jnp.asarray(labels), eta=0.9)
+  pred = jnp.asarray([1, 2, 2, 2, 3, 4])  # δ = [4, 0, 0, 0, −1, −4]; mean|δ| = 1.5
+  out = refine_labels(pred, jnp.asarray(labels), eta=0.9, step_rule="constant_rate_mean")
   np.testing.assert_array_equal(out.flagged, [True, False, False, False, True, True])
-  np.testing.assert_array_equal(out.labels, labels)          # step 0: flagged but not moved
-  out = refine_labels(_profile_with_argmin(pred), jnp.asarray(labels), eta=0.9, step_rule="half_delta")
+  np.testing.assert_array_equal(out.labels, labels)          # authors' floor(0.75) = 0: flagged, not moved
+  out = refine_labels(pred, jnp.asarray(labels), eta=0.9)    # round_mean: max(1, round(0.75)) = 1
+  np.testing.assert_array_equal(out.labels, [4, 2, 2, 2, 3, 1])
+  out = refine_labels(pred, jnp.asarray(labels), eta=0.9, step_rule="half_delta")
   np.testing.assert_array_equal(out.labels, [3, 2, 2, 2, 2, 2])   # 5 − 2, 2 (|δ|=1 → 0), 0 + 2
   big = np.array([5, 5, 0, 0])
-  out = refine_labels(_profile_with_argmin(np.array([0, 5, 5, 0])), jnp.asarray(big), eta=0.9)
+  out = refine_labels(jnp.asarray([0, 5, 5, 0]), jnp.asarray(big), eta=0.9, step_rule="constant_rate_mean")
   # δ = [5, 0, −5, 0], mean |δ| = 2.5 → c = 1; per-class max is 5 → flagged where |δ| = 5
   np.testing.assert_array_equal(out.labels, [4, 5, 1, 0])
+
+
+def test_relabelling_never_passes_the_prediction_and_clips_only_at_zero():
+  labels = jnp.asarray([40, 0, 1, 30])
+  pred = jnp.asarray([39, 20, 30, 30])     # δ = [1, −20, −29, 0]; mean|δ| = 12.5 → step 6
+  out = refine_labels(pred, labels, eta=0.5)
+  # 40 moves by at most |δ| = 1; labels above the old top rank are allowed (no upper clip)
+  np.testing.assert_array_equal(out.labels, [39, 6, 7, 30])
+  assert int(out.labels.min()) >= 0
 
 
 def test_sample_references_classes():
@@ -129,3 +133,34 @@ def test_countdots_is_seeded_and_counts_blobs():
   assert d["x_train"].min() >= 0 and d["x_train"].max() <= 1
   bright = (d["x_train"] > 0.5).sum((1, 2))
   assert np.corrcoef(bright, d["y_train"])[0, 1] > 0.8     # more blobs, more bright pixels
+
+
+def test_open_range_noise_clips_only_at_zero_and_scales_with_the_range():
+  y = np.full(20000, 3)
+  low, _ = ordinal_noise.add_label_noise(y, 30, "gaussian", 0.4, seed=0, scale=29.0, clip="low")
+  assert low.min() == 0 and low.max() > 29                   # runs past the clean top rank
+  assert np.mean(low == 0) > 0.3                             # P(3 + ε ≤ 0.5) with s = 11.6 ≈ 0.41
+  none, _ = ordinal_noise.add_label_noise(y, 30, "gaussian", 0.4, seed=0, scale=29.0, clip="none")
+  assert none.min() < 0
+  assert np.std(none - y) == pytest.approx(0.4 * 29.0, rel=0.03)
+  both, _ = ordinal_noise.add_label_noise(y, 30, "gaussian", 0.4, seed=0, clip="both")
+  assert both.min() == 0 and both.max() == 29
+  assert ordinal_noise.noisy_rank_count(low, y) == int(low.max()) + 1
+  with pytest.raises(ValueError, match="clip mode"):
+    ordinal_noise.add_label_noise(y, 30, "gaussian", 0.4, seed=0, clip="top")
+
+
+def test_user_defined_noise_model():
+  """A custom model (here: every label pushed up by `rate · scale`, rounded) as a function argument."""
+  def shift_up(y, rate, rng, *, scale, x):
+    del rng, x
+    return y + rate * scale
+
+  y = np.arange(10)
+  noisy, rate = ordinal_noise.add_label_noise(y, 10, shift_up, 0.25, seed=0, scale=8.0, clip="low")
+  np.testing.assert_array_equal(noisy, y + 2)
+  assert rate == 1.0 and noisy.dtype == np.int32
+  clipped, _ = ordinal_noise.add_label_noise(y, 10, shift_up, 0.25, seed=0, scale=8.0)   # clip="both"
+  assert clipped.max() == 9
+  with pytest.raises(ValueError, match="shape"):
+    ordinal_noise.add_label_noise(y, 10, lambda y, r, g, *, scale, x: y[:3], 0.1, seed=0)

@@ -1,17 +1,15 @@
-"""SOL on the shared loop: a 1-D toy learns its ranks, resume is exact, every method trains,
-and the experiment's smoke path writes results.json."""
+"""SOL on the shared loop through `jaxml.sol`'s pipeline: a 1-D toy learns its ranks, the relabelling
+schedule, validation selection, every method trains, and the experiment's smoke path writes results."""
 
 import json
 
 import chex
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
 from jaxml import core, sol
-from jaxml.sol import losses as L
 
 C = 5
 
@@ -23,14 +21,15 @@ def _toy(n=80, seed=0):
   return x, y
 
 
-def _config(epochs=20, batch=8, **sol_overrides):
-  cfg = ml_collections.ConfigDict()
-  cfg.train = dict(epochs=epochs, max_steps=0, batch_size=batch, checkpoints=False)
-  cfg.optim = dict(name="adam", lr=1e-2, weight_decay=0.0, clip_norm=0.0, schedule="constant", warmup_steps=0)
-  cfg.log_every = 1000
-  cfg.checkpoint_every = 0
-  cfg.sol = dict(sol.DEFAULTS, num_classes=C, hidden=(16,), embed_dim=2, pairs_per_class=8, **sol_overrides)
-  return cfg
+def _settings(**overrides):
+  base = dict(num_classes=C, hidden=(16,), embed_dim=2, pairs_per_class=8, refresh_every=5, relabel_start=5,
+              relabel_every=5)
+  return {**base, **overrides}
+
+
+def _train(steps=100, select_every=20, batch=8):
+  return {"optim": {"name": "adam", "lr": 1e-2, "schedule": "constant"}, "steps": steps, "batch_size": batch,
+          "select_every": select_every, "log_every": 10 ** 6}
 
 
 @pytest.fixture(scope="module")
@@ -39,59 +38,52 @@ def experiment():
   return sol_ordinal
 
 
-def test_toy_learns_minimal_profile_at_label(experiment):
+def test_toy_learns_its_ranks_and_selection_picks_the_best_decoder():
   x, y = _toy()
-  cfg = _config(relabel=False, sigma=0.5)
-  learner = sol.make_learner("sol", cfg.sol)
-  state, _ = experiment.fit_learner(learner, x, y, cfg, seed=0, name="toy", progress=False)
-  pred = experiment.predict(learner, state, x)
-  assert np.mean(pred == y) > 0.9
+  xv, yv = _toy(40, seed=1)
+  trainer = sol.make_trainer("sol", _settings(relabel=False, sigma=0.5), _train())
+  fitted = sol.fit(trainer, x, y, xv, yv, seed=0)
+  assert fitted.val_mae[fitted.decoder] == min(fitted.val_mae.values())
+  assert fitted.best_step % 20 == 0 and 0 < fitted.best_step <= 100
+  assert np.mean(sol.predict(trainer, fitted, xv) == yv) > 0.9
   # embeddings of consecutive ranks are ordered along the circle: centroid cosines fall with distance
-  cent = np.asarray(state.extra["centroids"])
-  cos0 = cent @ cent[0]
-  assert np.all(np.diff(cos0) < 0)
+  cent = np.asarray(fitted.extra["centroids"])
+  assert np.all(np.diff(cent @ cent[0]) < 0)
 
 
-def test_resume_is_exact_with_relabelling_hook(experiment, tmp_path):
-  x, y = _toy(40)
+def test_relabel_schedule_is_in_steps_and_separate_from_the_refresh():
+  s = sol.sol_settings(dict(refresh_every=100, relabel_start=1000, relabel_every=200))
+  assert sol.relabel_steps(s, 1600) == [1000, 1200, 1400, 1600]
+  assert sol.relabel_steps({**s, "relabel": False}, 1600) == []
+  with pytest.raises(ValueError, match="multiple of refresh_every"):
+    sol.sol_settings(dict(refresh_every=100, relabel_every=150))
+  with pytest.raises(ValueError, match="unknown SOL settings"):
+    sol.sol_settings(dict(sigmaa=1.0))
+
+
+def test_relabelling_cleans_outliers_on_the_toy():
+  x, y = _toy()
   y_noisy = y.copy()
-  y_noisy[::7] = (y_noisy[::7] + 3) % C          # some outliers so relabelling has work
-  cfg = _config(epochs=4, batch=8, start_epoch=-1, relabel_step="half_delta")
-  cfg.checkpoint_every = 10                       # 5 steps/epoch: checkpoints on refresh steps
-  learner = sol.make_learner("sol", cfg.sol)
-  full, _ = experiment.fit_learner(learner, x, y_noisy, cfg, seed=1, name="full", progress=False,
-                                   ckpt_dir=str(tmp_path / "full"))
-  cfg.train.epochs = 2                            # an "interrupted" run: stops after step 10 ...
-  experiment.fit_learner(learner, x, y_noisy, cfg, seed=1, name="cut", progress=False,
-                         ckpt_dir=str(tmp_path / "cut"))
-  cfg.train.epochs = 4                            # ... and resumes to step 20
-  resumed, _ = experiment.fit_learner(learner, x, y_noisy, cfg, seed=1, name="cut", progress=False,
-                                      ckpt_dir=str(tmp_path / "cut"))
-  assert int(resumed.step) == 20
-  chex.assert_trees_all_close(resumed.params, full.params, rtol=1e-6, atol=1e-7)
-  chex.assert_trees_all_close(resumed.extra, full.extra, rtol=1e-6, atol=1e-7)
+  y_noisy[::8] = np.where(y[::8] < 2, 4, 0)       # 10 far outliers
+  xv, yv = _toy(40, seed=1)
+  trainer = sol.make_trainer("sol", _settings(sigma=0.5, relabel_start=60, relabel_every=10, eta=0.5),
+                             _train(steps=100, select_every=100))
+  fitted = sol.fit(trainer, x, y_noisy, xv, yv, seed=0)
+  assert [r["step"] for r in fitted.refreshes] == [60, 70, 80, 90, 100]
+  labels = np.asarray(fitted.extra["labels"])
+  assert np.abs(labels - y).mean() < np.abs(y_noisy - y).mean()
+  flagged = np.asarray(fitted.extra["flagged"])
+  assert flagged[::8].mean() > 0.5                 # most outliers flagged
 
 
 @pytest.mark.parametrize("name", sol.ALL_METHODS)
-def test_every_method_takes_finite_steps(name):
+def test_every_method_takes_finite_steps_and_decodes_in_range(name):
   x, y = _toy(32)
-  cfg = _config()
-  learner = sol.make_learner(name, cfg.sol)
-  if learner.batch_kind == "pairs":
-    batch = {"x": x[:16], "idx": np.arange(16, dtype=np.int32)}
-  else:
-    batch = {"x": x[:16], "y": y[:16]}
-  params = learner.method.init(jax.random.key(0), batch)
-  opt = core.make_optimizer(cfg.optim, 10)
-  extra = sol.init_extra(cfg.sol, params, x, y, variant=name) if learner.uses_extra else None
-  state = core.create_train_state(params, opt, 0, extra=extra)
-  step = jax.jit(core.make_train_step(learner.method.loss_fn, opt, uses_extra=learner.uses_extra))
-  for _ in range(2):
-    state, metrics = step(state, batch)
-  chex.assert_tree_all_finite(state.params)
-  assert np.isfinite(float(metrics["loss"]))
-  for fn in learner.predictors.values():
-    pred = np.asarray(fn(state.params, state.extra, jnp.asarray(x)))
+  trainer = sol.make_trainer(name, _settings(), _train(steps=4, select_every=2))
+  fitted = sol.fit(trainer, x, y, x[:8], y[:8], seed=0)
+  chex.assert_tree_all_finite(fitted.params)
+  for dec in trainer.learner.decoders:
+    pred = sol.predict(trainer, fitted, x, dec)
     assert pred.shape == (len(x),) and pred.min() >= 0 and pred.max() < C
 
 
@@ -111,18 +103,19 @@ def test_coral_and_corn_cumulative_probabilities_are_monotone():
 
 def test_experiment_smoke_writes_results(experiment, tmp_path):
   from configs import sol_ordinal as cfgmod
-  config = cfgmod.get_config("smoke:methods=sol+ce")
-  config.train.epochs = 1
-  config.noise.sweep_rates = ()
+  config = cfgmod.get_config("smoke:methods=sol+l1")
+  config.train.steps = 20
   rows = experiment.run(config, str(tmp_path))
-  assert {r["method"] for r in rows} == {"sol", "sol_knn", "ce"}
+  assert {r["method"] for r in rows} == {"sol", "sol[expectation]", "sol[profile]", "sol[knn]", "l1"}
   for r in rows:
     assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
     assert 0 <= r["metrics"]["mae"] <= 9 and r["metrics"]["corruption"] > 0
   sol_row = next(r for r in rows if r["method"] == "sol")
-  assert {"flag_precision", "flag_recall", "label_mae_after"} <= set(sol_row["metrics"])
+  assert {"flag_precision", "flag_recall", "label_mae_after", "decoder"} <= set(sol_row["metrics"])
+  chosen = sol.DECODERS[int(sol_row["metrics"]["decoder"])]
+  assert next(r for r in rows if r["method"] == f"sol[{chosen}]")["metrics"]["mae"] == sol_row["metrics"]["mae"]
   summary = json.load(open(tmp_path / "summary.json"))
-  assert summary[0]["datasets"]["machinecpu"]["best_baseline"] == "ce"
+  assert summary[0]["datasets"]["machinecpu"]["best_baseline"] == "l1"
   # a rerun reads the cached runs instead of training again
   again = experiment.run(config, str(tmp_path))
   assert [r["metrics"]["mae"] for r in again] == [r["metrics"]["mae"] for r in rows]
@@ -131,19 +124,20 @@ def test_experiment_smoke_writes_results(experiment, tmp_path):
 def test_unknown_names_rejected(experiment):
   from configs import sol_ordinal as cfgmod
   with pytest.raises(ValueError, match="unknown method"):
-    experiment.validate(cfgmod.get_config("smoke:methods=sol+bogus"))
+    experiment.plan(cfgmod.get_config("smoke:methods=sol+bogus"))
   with pytest.raises(ValueError, match="unknown dataset"):
-    experiment.validate(cfgmod.get_config("smoke:datasets=nope"))
+    experiment.plan(cfgmod.get_config("smoke:datasets=nope"))
   with pytest.raises(ValueError, match="unknown noise kind"):
-    experiment.validate(cfgmod.get_config("smoke:noise=weird:0.2"))
+    experiment.plan(cfgmod.get_config("smoke:noise=weird:0.2"))
 
 
 @pytest.mark.slow
 def test_countdots_cnn_path_runs(experiment, tmp_path):
   from configs import sol_ordinal as cfgmod
-  config = cfgmod.get_config("countdots:methods=sol+ce")
+  config = cfgmod.get_config("countdots:methods=sol+l1,partitions=1,noise=gaussian:0.4")
   config.data.countdots.num_train, config.data.countdots.num_test = 64, 16
-  config.train.epochs, config.train.batch_size = 1, 16
+  config.train.steps, config.train.batch_size, config.train.select_every = 20, 16, 10
+  config.sol.refresh_every = config.sol.relabel_every = config.sol.relabel_start = 10
   rows = experiment.run(config, str(tmp_path))
-  assert {r["method"] for r in rows} == {"sol", "sol_knn", "ce"}
+  assert {r["method"] for r in rows} == {"sol", "sol[expectation]", "sol[profile]", "sol[knn]", "l1"}
   assert all(r["dataset"] == "countdots/gaussian:0.4" for r in rows)

@@ -1,0 +1,171 @@
+"""Training pipeline for SOL and its baselines: batches, the refresh/relabelling schedule, and
+validation-based best-checkpoint selection with the decoder chosen on validation.
+
+  trainer = make_trainer("sol", sol_config, train_config)     # once per method and shape
+  fitted = fit(trainer, x_train, y_train, x_val, y_val, seed=0)  # per partition / noise draw
+  ranks = predict(trainer, fitted, x_test)
+
+Schedule (all in steps): centroids are refreshed every `refresh_every` steps; labels are refined
+at refresh steps s ≥ `relabel_start` with (s − relabel_start) % `relabel_every` = 0. Every method
+is scored on the validation split (noisy labels) every `select_every` steps and at the end; the
+returned params are the best-scoring ones, with the best decoder at that step.
+"""
+
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxml import core
+from jaxml.sol.api import RankLearner, init_extra, make_learner
+from jaxml.sol.pairs import LabelBook, make_pair_batches
+
+__all__ = ["Trainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps", "plain_batches"]
+
+
+class Trainer(NamedTuple):
+  learner: RankLearner
+  core_trainer: core.Trainer   # optimizer and compiled-once steps (core.make_trainer)
+  train_config: dict[str, Any]   # what core.train reads: optim, num_steps, log_every, ...
+  steps: int
+  batch_size: int           # bases per step (SOL) or half the rows per step (baselines)
+  select_every: int
+
+
+class Fitted(NamedTuple):
+  params: Any
+  extra: Any                # SOL family: `extra` at the selected step; baselines: None
+  decoder: str              # decoder chosen on validation
+  best_step: int
+  val_mae: dict[str, float]        # per decoder at the selected step
+  final_val_mae: dict[str, float]  # per decoder after the last step
+  refreshes: list[dict[str, float]]
+  wall_s: float
+  steps_per_s: float
+
+
+def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: Mapping[str, Any]) -> Trainer:
+  """train_config (dict or ConfigDict): optim (section), steps, batch_size, select_every, and
+  optionally log_every, checkpoint_every, steps_per_dispatch (0: automatic) and mesh for core.train."""
+  learner = make_learner(name, sol_config)
+  steps, select_every = int(train_config["steps"]), int(train_config["select_every"])
+  cfg = {"optim": dict(train_config["optim"]), "num_steps": steps,
+         "log_every": int(train_config.get("log_every", 10 ** 9) or 10 ** 9),
+         "checkpoint_every": int(train_config.get("checkpoint_every", 0) or 0),
+         "steps_per_dispatch": int(train_config.get("steps_per_dispatch", 0) or 0),
+         "eval_every": select_every}
+  if train_config.get("mesh") is not None:
+    cfg["mesh"] = dict(train_config["mesh"])
+  method = learner.method
+  if learner.batch_kind == "pairs":   # the loss reads `extra`; fit() passes it (data-dependent)
+    method = method._replace(init_extra=_extra_from_fit)
+  return Trainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
+
+
+def _extra_from_fit(rng: jax.Array, params: Any) -> Any:
+  raise ValueError("SOL's extra state depends on the data: train through jaxml.sol.fit")
+
+
+def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
+  """The steps (counted from 1) after which labels are refined."""
+  if not settings["relabel"]:
+    return []
+  every, start = int(settings["refresh_every"]), int(settings["relabel_start"])
+  return [s for s in range(every, steps + 1, every)
+          if s >= start and (s - start) % int(settings["relabel_every"]) == 0]
+
+
+def plain_batches(x: np.ndarray, y: np.ndarray, size: int, *, seed: int) -> Callable[[int], dict[str, np.ndarray]]:
+  """`batch_at(step)`: `size` rows of a seeded per-epoch permutation (drop last)."""
+  n = len(x)
+  size = min(size, n)
+  per_epoch = n // size
+
+  def batch_at(step: int) -> dict[str, np.ndarray]:
+    epoch, i = divmod(int(step), per_epoch)
+    rows = np.random.default_rng([seed, epoch]).permutation(n)[i * size:(i + 1) * size]
+    return {"x": x[rows], "y": y[rows]}
+
+  return batch_at
+
+
+def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *,
+        seed: int, name: str = "train", log: Callable[[str], None] | None = None) -> Fitted:
+  """Trains one method on noisy ranks y_train with the trainer's schedule; selects on (x_val, y_val)."""
+  learner, s = trainer.learner, trainer.learner.settings
+  rng = jax.random.key(seed)
+  y_train = np.asarray(y_train, np.int32)
+  x_val_d, y_val_d = jnp.asarray(x_val), jnp.asarray(y_val, jnp.int32)
+  hooks: list[core.Hook] = []
+  refreshes: list[dict[str, float]] = []
+  b = min(trainer.batch_size, len(x_train) // 2)
+  if learner.batch_kind == "pairs":
+    book = LabelBook(y_train)
+    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]))
+    params = learner.method.init(rng, batches(0))
+    extra = init_extra(s, params, x_train, y_train, learner.refresh, x_val, y_val)
+    x_dev = jnp.asarray(x_train)
+    relabel_at = set(relabel_steps(s, trainer.steps))
+
+    def refresh(step: int, st: core.TrainState) -> core.TrainState:
+      relabel = step in relabel_at
+      new_extra, stats = learner.refresh(st.params, st.extra, x_dev, x_val_d, y_val_d, jnp.asarray(relabel))
+      if relabel:
+        book.update(np.asarray(jax.device_get(new_extra["labels"])))
+        refreshes.append({"step": step, **{k: float(v) for k, v in jax.device_get(stats).items()},
+                          "decoder": int(new_extra["decoder"])})
+        if log is not None:
+          log(f"[{name}] step {step}: relabel flagged {int(stats['flagged'])} changed {int(stats['changed'])}")
+      return st.replace(extra=new_extra)
+
+    hooks.append(core.Hook(int(s["refresh_every"]), refresh))
+  else:
+    batches = plain_batches(x_train, y_train, 2 * b, seed=seed)
+    params = learner.method.init(rng, batches(0))
+
+  best: dict[str, Any] = {"mae": np.inf}
+
+  def score(st: core.TrainState) -> dict[str, float]:
+    pred = np.asarray(learner.decode(st.params, st.extra, x_val_d))
+    return {d: float(np.mean(np.abs(p - np.asarray(y_val)))) for d, p in zip(learner.decoders, pred)}
+
+  def select(step: int, st: core.TrainState) -> None:
+    """SOL's decoders read `extra` (centroids, training embeddings and labels), which core's
+    Selection (eval_fn(params, batch)) cannot see, so the SOL family keeps its record here."""
+    maes = score(st)
+    dec = min(maes, key=maes.get)
+    if maes[dec] < best["mae"]:
+      best.update(mae=maes[dec], decoder=dec, step=step, maes=maes,
+                  params=jax.device_get(st.params), extra=jax.device_get(st.extra))
+
+  batch_cfg = trainer.train_config
+  if learner.batch_kind == "pairs":
+    hooks.append(core.Hook(trainer.select_every, select))
+    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
+                        extra=extra, hooks=hooks, progress=False)
+    final_state = result.state
+    if trainer.steps % trainer.select_every:
+      select(trainer.steps, final_state)
+  else:
+    val = {"x": np.asarray(x_val), "y": np.asarray(y_val, np.int32)}
+    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
+                        eval_batches=[val], select=core.Selection("mae", "min", every=trainer.select_every),
+                        progress=False)
+    final_state = result.state
+    best_state = final_state.replace(params=result.params)
+    best.update(step=result.best_step, params=jax.device_get(result.params), extra=None,
+                decoder=learner.decoders[0], maes=score(best_state))
+  final = score(final_state)
+  return Fitted(best["params"], best["extra"], best["decoder"], int(best["step"]), best["maes"], final,
+                refreshes, result.wall_s, result.steps_per_s)
+
+
+def predict(trainer: Trainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None, *,
+            chunk: int = 4096) -> np.ndarray:
+  """Ranks of x from the selected params with the chosen (or the named) decoder."""
+  row = trainer.learner.decoders.index(decoder or fitted.decoder)
+  out = [np.asarray(trainer.learner.decode(fitted.params, fitted.extra, jnp.asarray(x[i:i + chunk])))[row]
+         for i in range(0, len(x), chunk)]
+  return np.concatenate(out)

@@ -1,0 +1,115 @@
+"""Every ordinal decoder on hand-made cases with known answers (SOL's three and the baselines' rules),
+and the arc geometry that explains the centroid 'collapse'."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxml.sol import baselines, geometry
+from jaxml.sol import decoders as D
+from jaxml.sol import losses as L
+
+
+def _arc(c, sigma=1.0, span=np.pi / 2, per_rank=1):
+  ranks = jnp.repeat(jnp.arange(c), per_rank)
+  e = geometry.arc_embeddings(c, span / (c - 1))[ranks]
+  cent = L.soft_centroids(e, L.gaussian_rows(ranks, c, sigma))
+  table = L.gaussian_table(c, sigma)
+  return e, ranks, cent, table
+
+
+def test_nearest_expectation_has_the_documented_edge_bias():
+  """Embeddings exactly on an ordered arc, σ = 1, C = 10: argmin S is right in the interior and
+  sends ranks 1 and C−2 to the ends (the truncated edge rows have smaller variance)."""
+  e, ranks, cent, table = _arc(10)
+  pred = np.asarray(D.expectation(D.masked_profile(e, cent, table, jnp.ones(10, bool))))
+  np.testing.assert_array_equal(pred, [0, 0, 2, 3, 4, 5, 6, 7, 9, 9])
+
+
+@pytest.mark.parametrize("c", [10, 30])
+def test_profile_position_removes_the_edge_bias(c):
+  e, ranks, cent, table = _arc(c)
+  valid = jnp.ones(c, bool)
+  t = D.profile_position(D.masked_profile(e, cent, table, valid), table, valid)
+  np.testing.assert_allclose(np.asarray(t), np.arange(c), atol=0.2)
+  # with the identity calibration (training t̂ = labels), the decoder returns every rank
+  pred = D.profile(t, t, ranks, valid)
+  np.testing.assert_array_equal(np.asarray(pred), np.arange(c))
+
+
+def test_profile_calibration_undoes_a_known_spread_and_respects_the_rank_set():
+  t_train = jnp.asarray([0.0, 10.0, 20.0, 30.0])          # positions spread 2× around the labels' mean
+  labels = jnp.asarray([5, 10, 15, 20])
+  valid = jnp.zeros(40, bool).at[5:21].set(True)
+  pred = D.profile(jnp.asarray([15.0, 2.0, 60.0]), t_train, labels, valid)
+  # a + b t with b = 0.5, a = 5: 15 -> 12.5 -> 12 (round half to even), 2 -> 6, 60 -> 35 -> clipped to 20
+  np.testing.assert_array_equal(np.asarray(pred), [12, 6, 20])
+
+
+def test_masked_ranks_are_never_predicted():
+  e, ranks, cent, table = _arc(10)
+  valid = jnp.ones(10, bool).at[0].set(False).at[9].set(False)
+  pred = np.asarray(D.expectation(D.masked_profile(e, cent, table, valid)))
+  assert pred.min() == 1 and pred.max() == 8
+
+
+def test_knn_rounds_to_nearest_and_excludes_self():
+  train = jnp.asarray([[1.0, 0.0], [0.99, 0.14], [0.98, 0.2], [0.0, 1.0]])
+  train = train / jnp.linalg.norm(train, axis=-1, keepdims=True)
+  labels = jnp.asarray([2, 3, 3, 9])
+  q = jnp.asarray([[1.0, 0.0]])
+  # 3 nearest: labels 2, 3, 3 -> mean 2.67 -> 3 (a floor would give 2)
+  assert int(D.knn(q, train, labels, 3)[0]) == 3
+  # 2 nearest: 2, 3 -> 2.5 -> 2 (round half to even); not 3 from a ceiling
+  assert int(D.knn(q, train, labels, 2)[0]) == 2
+  # decoding the training set: row 0 must not see itself -> neighbours 1, 2 -> 3
+  assert int(D.knn(train[:1], train, labels, 2, query_idx=jnp.asarray([0]))[0]) == 3
+
+
+def test_decode_all_rows_follow_DECODERS():
+  e, ranks, cent, table = _arc(10, per_rank=6)
+  valid = jnp.ones(10, bool)
+  t = D.profile_position(D.masked_profile(e, cent, table, valid), table, valid)
+  extra = {"centroids": cent, "valid": valid, "embeddings": e, "labels": ranks, "t_train": t}
+  out = np.asarray(D.decode_all(e[::6], extra, table, k=5, window=4))
+  assert out.shape == (3, 10) and D.DECODERS == ("expectation", "profile", "knn")
+  np.testing.assert_array_equal(out[1], np.arange(10))       # profile: exact
+  np.testing.assert_array_equal(out[2], np.arange(10))       # 5-NN inside a rank's 6 copies: exact
+  assert out[0][1] == 0                                      # expectation: edge bias
+
+
+def test_baseline_decoding_rules_by_hand():
+  # CORAL: count of thresholds above ½ (ordered biases make them contiguous)
+  coral = baselines.decode_head("coral", {"logits": jnp.asarray([[3.0, 1.0, -1.0, -3.0]])}, 5)
+  assert int(coral[0]) == 2
+  # CORN: P(r > k) = Π σ(g_j); a late confident "yes" after a "no" does not count
+  corn = baselines.decode_head("corn", {"logits": jnp.asarray([[3.0, 3.0, -3.0, 3.0]])}, 5)
+  assert int(corn[0]) == 2
+  # all thresholds passed -> top rank C−1; none -> 0 (no off-by-one at either end)
+  assert int(baselines.decode_head("coral", {"logits": jnp.full((1, 4), 5.0)}, 5)[0]) == 4
+  assert int(baselines.decode_head("corn", {"logits": jnp.full((1, 4), -5.0)}, 5)[0]) == 0
+  # regression heads: nearest rank, clipped to the rank range
+  reg = baselines.decode_head("l1", {"value": jnp.asarray([2.6, 2.4, -3.0, 7.2])}, 5)
+  np.testing.assert_array_equal(np.asarray(reg), [3, 2, 0, 4])
+  ce = baselines.decode_head("ce", {"logits": jnp.asarray([[0.1, 2.0, 0.3]])}, 3)
+  assert int(ce[0]) == 1
+
+
+def test_arc_loss_prefers_a_margin_set_span_not_a_collapsed_one():
+  """Clean labels, C = 30, τ = 3, m = 0.25: SOL's loss on an ideal arc is lowest at a span near
+  90°, far above the ~60° 'collapse' seen under noise; a smaller margin prefers a smaller span."""
+  total = lambda span, m: float(sum(geometry.arc_loss(30, np.radians(span) / 29, tau=3, margin=m)[:2]))
+  assert total(90, 0.25) < total(30, 0.25) and total(90, 0.25) < total(180, 0.25)
+  assert total(60, 0.1) < total(90, 0.1)
+  arc = geometry.arc_loss(30, np.radians(90) / 29)
+  assert abs(float(arc.d)) < 0.05 * float(arc.so)            # L_D is a small part of the loss
+
+
+def test_reliability_and_centroid_span():
+  y = np.arange(10)
+  assert geometry.reliability(y, 0.0) == 1.0
+  assert geometry.reliability(y, np.std(y)) == pytest.approx(0.5)
+  cent = geometry.arc_embeddings(5, np.radians(10))
+  span = geometry.centroid_span(np.asarray(cent))
+  assert span["end_to_end_deg"] == pytest.approx(40, abs=1e-3)
+  assert span["mean_step_deg"] == pytest.approx(10, abs=1e-3)
