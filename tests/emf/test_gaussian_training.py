@@ -42,7 +42,7 @@ def test_one_step_emf_is_not_the_flow_matching_collapse(trained):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="known: after 1500 steps the one-step EMF variance is 0.05-0.19 "
+@pytest.mark.xfail(strict=True, reason="known: after 1500 steps the one-step EMF variance is 0.05-0.19 "
                    "(target 0.25; MeanFlow-JVP ~0.08, shortcut ~0.23); the one-step corner learns slowly")
 def test_one_step_emf_matches_gaussian_variance(trained):
   assert abs(trained["emf"].var() - SIGMA ** 2) < 0.15 * SIGMA ** 2

@@ -162,3 +162,47 @@ def test_consistency_training_gradient_stops_at_the_later_point():
       return jnp.mean((jnp.sqrt(d + c ** 2) - c) * 4.0)
 
     _assert_grad_matches(baselines.make_ct_loss(apply_fn, ccfg), ref, params, batch, rng, extra)
+
+
+# --------------------------------------------------------------------------- cheap one-step claim (strict)
+def _gaussian_maps(mu, sigma):
+  """Exact average velocity of the flow N(0, 1) -> N(mu, sigma^2), and the one-step flow-matching
+  map (average velocity = instantaneous velocity, whose one step sends every x0 to mu)."""
+  s = lambda t: jnp.sqrt((1 - t) ** 2 + t ** 2 * sigma ** 2)
+  ds = lambda t: (-(1 - t) + t * sigma ** 2) / s(t)
+  vel = lambda x, t: mu + (ds(t) / s(t))[:, None] * (x - t[:, None] * mu)
+
+  def exact(params, x, t, r, label=None):
+    psi = r[:, None] * mu + (s(r) / s(t))[:, None] * (x - t[:, None] * mu)
+    gap = (r - t)[:, None]
+    return jnp.where(gap > 0, (psi - x) / jnp.where(gap > 0, gap, 1.0), vel(x, t))
+
+  def collapsed(params, x, t, r, label=None):
+    return vel(x, t)
+
+  return exact, collapsed
+
+
+def test_emf_target_fixes_the_exact_one_step_map_and_rejects_the_fm_collapse():
+  with jax.enable_x64(True):
+    mu, sigma = 1.5, 0.5
+    exact, collapsed = _gaussian_maps(mu, sigma)
+    x0 = jnp.asarray(np.random.default_rng(0).normal(size=(64, 1)))
+    t, r = jnp.zeros(64), jnp.ones(64)
+    np.testing.assert_allclose(x0 + collapsed(None, x0, t, r), mu)              # collapse: every x0 -> mu
+    np.testing.assert_allclose(np.var(np.asarray(x0 + exact(None, x0, t, r))), sigma ** 2 * np.var(np.asarray(x0)),
+                               rtol=1e-10)
+    for param in ("u", "x1"):
+      cfg = EMFConfig(param=param, delta=1e-3, eps=1e-3)
+      r_ = r if param == "u" else jnp.full(64, 0.9)                 # the x1 gain divides by 1 - r
+      res = {}
+      for name, fn in (("exact", exact), ("collapsed", collapsed)):
+        # u-prediction uses the map itself; x1-prediction its endpoint x + (1 - t) u.
+        net = fn if param == "u" else (lambda f: lambda p, x, tt, rr, l=None: x + (1 - tt)[:, None] * f(p, x, tt, rr))(fn)
+        out = net(None, x0, t, r_)
+        # With the data anchor replaced by its conditional mean (the model at r = t), a correct flow
+        # map is a fixed point of the EMF target up to O(delta).
+        tgt, _ = euler_target(net, None, x0, t, r_, net(None, x0, t, t), out, None, cfg)
+        res[name] = float(jnp.sqrt(jnp.mean(jnp.square(tgt - out))))
+      assert res["exact"] < 0.01, (param, res)
+      assert res["collapsed"] > 0.2, (param, res)
