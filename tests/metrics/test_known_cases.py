@@ -169,3 +169,27 @@ def test_linear_cka_and_probe_known_cases():
   x[:, 0] += 2.0 * (2 * y - 1)                                     # a clear margin
   assert representation.linear_probe_accuracy(x[:25], y[:25], x[25:], y[25:]) == 100.0
   assert representation.linear_probe_accuracy(x[:25], np.ones(25), x[25:], y[25:]) == 100.0 * y[25:].mean()
+
+
+def test_ece_low_confidence_bins_are_kept_apart():
+  # 3 classes, 4 bins: confidence .4 (bin 1, right) and .2 -> impossible for a top label, so use .3 / .45.
+  probs = np.array([[0.2, 0.35, 0.45], [0.45, 0.3, 0.25], [0.3, 0.35, 0.35]])
+  labels = np.array([2, 1, 0])
+  # confidences .45 (bin 1, right), .45 (bin 1, wrong), .35 (bin 1, wrong): one bin [.25, .5].
+  assert calibration.ece(probs, labels, bins=4) == pytest.approx(abs(1 / 3 - (0.45 + 0.45 + 0.35) / 3))
+  # bins of width 0.2: .35 goes to (.2, .4], the two .45 to (.4, .6].
+  assert calibration.ece(probs, labels, bins=5) == pytest.approx(1 / 3 * 0.35 + 2 / 3 * abs(0.5 - 0.45))
+  # A confidence in the first bin stays in it: 10 classes, confidence .12 (bin 0 of 5).
+  p10 = np.full((1, 10), 0.88 / 9)
+  p10[0, 3] = 0.12
+  assert calibration.ece(p10, np.array([3]), bins=5) == pytest.approx(0.88)
+
+
+def test_fpr_at_tpr_edge_levels():
+  pos = np.arange(1.0, 38.0)                       # 37 positives: 37 * 0.05 = 1.85 -> threshold index 1
+  neg = np.array([1.5, 2.5, 37.0])
+  s, y = np.r_[pos, neg], np.r_[np.ones(37), np.zeros(3)]
+  assert ood.fpr_at_tpr(s, y, 0.95) == pytest.approx(2 / 3)         # threshold 2: 2.5 and 37
+  assert ood.fpr_at_tpr(s, y, 0.0) == pytest.approx(1 / 3)          # strictest: the top positive, 37
+  with pytest.raises(ValueError):
+    ood.fpr_at_tpr([1.0, 2.0, 3.0], [1, 0], 0.9)
