@@ -193,3 +193,9 @@ def test_fpr_at_tpr_edge_levels():
   assert ood.fpr_at_tpr(s, y, 0.0) == pytest.approx(1 / 3)          # strictest: the top positive, 37
   with pytest.raises(ValueError):
     ood.fpr_at_tpr([1.0, 2.0, 3.0], [1, 0], 0.9)
+
+
+def test_detection_metrics_flatten_column_inputs():
+  scores, labels = np.array([[0.9], [0.8], [0.8], [0.1]]), np.array([[1], [1], [0], [0]])
+  assert ood.aupr(scores, labels) == pytest.approx(0.5 + 0.5 * 2.0 / 3.0)
+  assert ood.auroc(scores, labels) == pytest.approx(ood.auroc(scores.ravel(), labels.ravel()))
