@@ -199,3 +199,24 @@ def test_detection_metrics_flatten_column_inputs():
   scores, labels = np.array([[0.9], [0.8], [0.8], [0.1]]), np.array([[1], [1], [0], [0]])
   assert ood.aupr(scores, labels) == pytest.approx(0.5 + 0.5 * 2.0 / 3.0)
   assert ood.auroc(scores, labels) == pytest.approx(ood.auroc(scores.ravel(), labels.ravel()))
+
+
+def test_ece_first_two_bins_are_not_merged():
+  # 10 classes, 5 bins: a right answer at confidence .12 (bin 0), a wrong one at .3 (bin 1).
+  p = np.full((2, 10), 0.0)
+  p[0, :] = 0.88 / 9
+  p[0, 3] = 0.12
+  p[1, :] = 0.7 / 9
+  p[1, 5] = 0.3
+  assert calibration.ece(p, np.array([3, 0]), bins=5) == pytest.approx(0.5 * 0.88 + 0.5 * 0.3)
+
+
+def test_zero_one_and_wilcoxon_asymmetric_cases():
+  assert ranking.zero_one([0, 1, 2, 3], [0, 1, 2, 0]) == 0.25
+  assert ranking.wilcoxon_paired([1.0, 2.0], [0.0, 0.0]) == pytest.approx(0.5)       # exact, n = 2
+  # Differences a - b: +1 .. +5 and -6: one-sided p differs from the test on a alone.
+  a = np.array([2.0, 3.0, 4.0, 5.0, 6.0, 1.0])
+  b = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 7.0])
+  from scipy import stats
+  assert ranking.wilcoxon_paired(a, b) == pytest.approx(stats.wilcoxon(a - b).pvalue)
+  assert ranking.wilcoxon_paired(a, b) != pytest.approx(stats.wilcoxon(a).pvalue)
