@@ -220,3 +220,22 @@ def test_zero_one_and_wilcoxon_asymmetric_cases():
   from scipy import stats
   assert ranking.wilcoxon_paired(a, b) == pytest.approx(stats.wilcoxon(a - b).pvalue)
   assert ranking.wilcoxon_paired(a, b) != pytest.approx(stats.wilcoxon(a).pvalue)
+
+
+def test_documented_defaults():
+  rng = np.random.default_rng(3)
+  probs = rng.dirichlet(np.ones(3), size=200)
+  labels = rng.integers(0, 3, 200)
+  assert calibration.ece(probs, labels) == calibration.ece(probs, labels, bins=15)
+  assert calibration.ece(probs, labels, bins=15) != calibration.ece(probs, labels, bins=16)
+  s, y = rng.normal(size=100) + np.r_[np.ones(50), np.zeros(50)], np.r_[np.ones(50), np.zeros(50)]
+  assert ood.fpr_at_tpr(s, y) == ood.fpr_at_tpr(s, y, 0.95)
+  assert ranking.cumulative_score([0, 2, 4], [0, 0, 0]) == pytest.approx(1 / 3)          # theta = 1
+  a, b = np.arange(8.0), np.arange(8.0)[::-1]
+  assert ranking.wilcoxon_paired(a, b) == pytest.approx(ranking.wilcoxon_paired(a, b, alternative="two-sided"))
+
+
+def test_fpr_at_tpr_zero_takes_the_top_positive():
+  pos = np.arange(1.0, 11.0)
+  s, y = np.r_[pos, [9.5, 10.0]], np.r_[np.ones(10), np.zeros(2)]
+  assert ood.fpr_at_tpr(s, y, 0.0) == 0.5          # threshold 10: only the tied negative at 10
