@@ -39,7 +39,7 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 # Minimum scores (%) measured so far (docs/results/tests.md); `--check` fails below them.
-RATCHET: dict[str, float] = {"metrics": 84.0}
+RATCHET: dict[str, float] = {"metrics": 85.0}
 
 
 def _setup_cfg(pkg: str) -> str:
