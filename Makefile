@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= runs/demo
 
-.PHONY: install demo test test-all bench verify-data clean
+.PHONY: install demo test test-all bench verify-data mutate clean
 
 # First interpreter >= 3.12 that actually runs: python3.12, python3.13, then pyenv's latest 3.12.
 define find_python
@@ -47,6 +47,13 @@ bench: install
 # Checks data/ against data/MANIFEST.sha256 (standard library only, so no install needed).
 verify-data:
 	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) -m jaxml.data.verify
+
+# Mutation score of one package's math modules against its fast tests (mutmut, niced; minutes each).
+# `make mutate PKG=metrics` (PKG: metrics emf sol causal_reward smile unlearning eviprobe); results in
+# runs/mutate/$(PKG); scores and judged-equivalent survivors in docs/results/tests.md.
+PKG ?= metrics
+mutate: install
+	$(PY) tools/mutate.py $(PKG) --check
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -38,7 +38,11 @@ def aupr(scores, labels) -> float:
 
 
 def fpr_at_tpr(scores, labels, tpr: float = 0.95) -> float:
-  """False-positive rate at the smallest threshold whose true-positive rate reaches `tpr`."""
+  """False-positive rate at the largest (strictest) threshold whose true-positive rate reaches `tpr`
+  (the first ROC point with TPR >= tpr; scores equal to the threshold count as positive)."""
   s, y = _prep(scores, labels)
-  threshold = np.quantile(s[y], 1.0 - tpr, method="lower")
+  pos = np.sort(s[y])
+  # Thresholding at pos[k] keeps at least n - k positives; the largest k with n - k >= tpr n.
+  k = int(np.floor(np.round(pos.size * (1.0 - tpr), 9)))
+  threshold = pos[min(max(k, 0), pos.size - 1)]
   return float(np.mean(s[~y] >= threshold))
