@@ -14,7 +14,8 @@ Presets
   B      the 8 standard 20-split sets, splits 0-4, 50-50 net, metrics in original units.
   paper  accelerators only: CIFAR-10 through TFDS, jaxml.nn.resnet.ResNet, pSMILE vs SGLD chains.
 All budgets are in per-example gradient evaluations (PEG); every sampler gets the same PEG per chain.
-`L = 0` means no partial refresh (L = infinity).
+`L = 0` means no partial refresh (L = infinity). The ensemble's optimizer is `config.optim`.
+Keys of methods that do not run are left out (every key is read): choose methods with `methods=`.
 """
 
 import ml_collections
@@ -34,84 +35,85 @@ def get_config(arg=None):
   preset, arg = common.parse_arg(arg, PRESETS, datasets="", splits="", methods="", budget_epochs=0, members=0)
   config = common.base_config()
   config.preset = preset
-  config.method = "smile"
+  paper = preset == "paper"
   s = ml_collections.ConfigDict()
   s.protocol = {"smoke": "standard", "A": "smile", "B": "standard", "paper": "tfds"}[preset]
   s.datasets = {"smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"),
                 "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht"),
                 "paper": ("cifar10",)}[preset]
   s.splits = {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4), "paper": (0,)}[preset]
-  s.methods = ALL_METHODS if preset != "paper" else ("psmile", "sgld")
-  # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
-  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50), "paper": ()}[preset]
-  s.noise = "global"
+  s.methods = _tuple(arg.methods) if arg.methods else (ALL_METHODS if not paper else ("psmile", "sgld"))
+  methods = set(s.methods)
   s.prior_scale = 1.0
-  # Ensemble members (MAP / DE / chain starts): adamw, best-validation-epoch restore.
-  s.num_members = {"smoke": 2, "A": 8, "B": 8, "paper": 4}[preset]
-  s.member_lr = 1e-2
-  s.member_weight_decay = 5e-3
-  s.member_batch = 64
-  s.member_epochs = {"smoke": 20, "A": 150, "B": 150, "paper": 2}[preset]
+  # Ensemble members (MAP / DE / chain starts): config.optim (adamw) through core.train; regression
+  # members are restored to their best validation epoch.
+  config.optim.update(name="adamw", lr=1e-3 if paper else 1e-2, weight_decay=5e-3,
+                      schedule="cosine" if paper else "constant")
+  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "paper": 4}[preset]
   s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "paper": 20000}[preset]   # caps large sets
-  # Samplers: batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256).
+  # Samplers: every sampler gets the same PEG per chain, budget_epochs x N.
+  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "paper": 300}[preset]   # spec: 1000
+  s.warmup_frac = 1.0 / 3.0 if paper else 0.5
+  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "paper": 100}[preset]      # kept per chain
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
+    # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
+    s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
+    s.p_reset = 0.98
+    s.alpha = 0.1
+    s.delta = 0.02
+    s.beta = 0.01
+  if "sgld" in methods:
+    s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
+  if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
+    s.num_classes = 10
+    s.resnet_stage_sizes = (2, 2, 2, 2)
+    s.resnet_width = 64
+    s.paper_dataset = "cifar10"
+    s.paper_batch = 512
+    s.paper_load_batch = 1000
+    s.paper_train_limit = 0          # 0: whole split
+    s.paper_test_limit = 0
+    config.log_every = 100
+    return _finish(config, s, arg)
+  # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
+  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50)}[preset]
+  s.noise = "global"
+  s.member_batch = 64
+  s.member_epochs = {"smoke": 20, "A": 150, "B": 150}[preset]
+  # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256).
   s.batch_size = 0
-  s.budget_epochs = {"smoke": 60, "A": 1000, "B": 300, "paper": 1}[preset]   # PEG per chain / N (spec: 1000)
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if preset == "A" else {})
-  s.warmup_frac = 0.5
-  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "paper": 1}[preset]      # kept per chain
-  s.smile_step_size = (1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4)   # ε₀ grid, picked by valid LPPD
-  s.L = 0.0                             # 0: no partial refresh
-  s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
-  s.p_reset = 0.98
-  s.alpha = 0.1
-  s.delta = 0.02
-  s.beta = 0.01
-  s.sgld_step_size = (1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6)
-  s.csgld_step_size = (1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6)
-  s.csgld_cycles = 4
-  s.csgld_explore = 0.33
-  s.sghmc_step_size = (1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4)
-  s.sghmc_momentum_decay = 0.05
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
+    s.L = 0.0                             # 0: no partial refresh
+    s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
+  if "csgld" in methods:
+    s.csgld_step_size = (1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6)
+    s.csgld_cycles = 4
+    s.csgld_explore = 0.33
+  if "sghmc" in methods:
+    s.sghmc_step_size = (1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4)
+    s.sghmc_momentum_decay = 0.05
   # Full-batch MCLMC (MILE warmup): 'mclmc' gets the same PEG per chain; 'mclmc_native' its own budget.
-  s.mclmc_energy_var = 0.1
-  s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000, "paper": 0}[preset]
-  s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000, "paper": 0}[preset]
-  s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4, "paper": 0}[preset]
-  # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
-  s.mclmc_native_override = ml_collections.ConfigDict(
-      {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if preset == "A" else {})
+  if methods & {"mclmc", "mclmc_native"}:
+    s.mclmc_energy_var = 0.1
+  if "mclmc_native" in methods:
+    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000}[preset]
+    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000}[preset]
+    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4}[preset]
+    # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
+    s.mclmc_native_override = ml_collections.ConfigDict(
+        {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if preset == "A" else {})
   s.rhat_points = 100
   s.coverage_draws = 1000
-  # paper preset (accelerators): CIFAR-10 via TFDS.
-  s.image_size = 32
-  s.num_classes = 10
-  s.resnet_stage_sizes = (2, 2, 2, 2)
-  s.resnet_width = 64
-  s.paper_dataset = "cifar10"
-  s.paper_batch = 512
-  s.paper_member_lr = 1e-3
-  s.paper_load_batch = 1000
-  s.paper_train_limit = 0          # 0: whole split
-  s.paper_test_limit = 0
-  if preset == "paper":            # spec: eps0 1e-2 for ResNets; 5k + 10k steps per chain
-    s.smile_step_size = (1e-2,)
-    s.sgld_step_size = (1e-6,)
-    s.member_max_steps = 20000
-    s.budget_epochs = 300           # ≈ 15k pSMILE steps of b = 512 on 50k images
-    s.warmup_frac = 1.0 / 3.0
-    s.num_samples = 100
+  config.log_every = {"smoke": 100, "A": 500, "B": 500}[preset]
+  return _finish(config, s, arg)
 
+
+def _finish(config, s, arg):
   if arg.datasets:
     s.datasets = _tuple(arg.datasets)
   if arg.splits:
     s.splits = _tuple(arg.splits, int)
-  if arg.methods:
-    s.methods = _tuple(arg.methods)
-  if arg.budget_epochs:
-    s.budget_epochs = arg.budget_epochs
-  if arg.members:
-    s.num_members = arg.members
   config.smile = s
-  config.log_every = {"smoke": 100, "A": 500, "B": 500, "paper": 100}[preset]
   return config

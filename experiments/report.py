@@ -158,6 +158,91 @@ def bar_plot(rows: list[dict], metric: str, workdir: str, name: str, *, title: s
   fig.savefig(path, dpi=120, bbox_inches="tight")
   plt.close(fig)
   return path
+def primary_table(rows: list[dict], primary: dict[str, str]) -> str:
+  """Markdown: one line per method, one column per dataset holding its primary metric
+  (`primary[dataset]`), mean over seeds (± std when there are several)."""
+  by: dict[tuple[str, str], list[float]] = defaultdict(list)
+  for r in rows:
+    v = r["metrics"].get(primary[r["dataset"]])
+    by[(r["dataset"], r["method"])].append(np.nan if v is None else v)
+  datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+  methods = list(dict.fromkeys(r["method"] for r in rows))
+  lines = ["| method | " + " | ".join(f"{d} ({primary[d]})" for d in datasets) + " |",
+           "|---" * (len(datasets) + 1) + "|"]
+  for m in methods:
+    cells = []
+    for d in datasets:
+      v = by.get((d, m))
+      cells.append("" if v is None else (f"{np.mean(v):.4g}" + (f" ± {np.std(v):.2g}" if len(v) > 1 else "")))
+    lines.append(f"| {m} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def mean_se_table(rows: list[dict], methods: tuple[str, ...], cols: list[tuple[str, str]],
+                  se_cols: tuple[str, ...] = ()) -> str:
+  """Markdown: one line per (dataset, method) in `methods` order; `cols` = [(metric, header)], mean
+  over rows (± standard error for `se_cols`), then total PEG and wall time from the cost."""
+  lines = ["| dataset | method | n | " + " | ".join(c[1] for c in cols) + " | PEG (total) | wall s |",
+           "|" + "---|" * (len(cols) + 5)]
+
+  def fmt(vals, se=True):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+      return "–"
+    m = float(np.mean(vals))
+    text = f"{m:.3g}" if (abs(m) < 1e-2 or abs(m) >= 1e3) and m != 0 else f"{m:.3f}"
+    if se and len(vals) > 1:
+      text += f" ± {float(np.std(vals, ddof=1) / np.sqrt(len(vals))):.3f}"
+    return text
+
+  for ds in dict.fromkeys(r["dataset"] for r in rows):
+    for m in methods:
+      sel = [r for r in rows if r["dataset"] == ds and r["method"] == m]
+      if not sel:
+        continue
+      cells = [fmt([r["metrics"].get(k) for r in sel], se=k in se_cols) for k, _ in cols]
+      lines.append(f"| {ds} | {m} | {len(sel)} | " + " | ".join(cells) + " | "
+                   + fmt([r["cost"].get("peg") for r in sel], se=False) + " | "
+                   + fmt([r["cost"].get("wall_s") for r in sel], se=False) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
+  """A matplotlib figure of generated samples: `panels[i][j] = (title, samples or None)`.
+
+  kind: 'scatter' (2-D points [n, 2]), 'image' (8x8 images, a 4x4 grid of the first 16),
+  'curves' (the first 4 rows of [n, L] as lines), 'clouds' (3 point clouds [n, P, 3] as x-y
+  scatters, stacked down the column).
+  """
+  import matplotlib.pyplot as plt
+  depth = 3 if kind == "clouds" else 1
+  nrow, ncol = len(panels) * depth, max(len(p) for p in panels)
+  size = {"scatter": (2.0, 2.0), "image": (1.9, 2.2), "curves": (1.9, 2.2), "clouds": (1.9, 5.5 / 3)}[kind]
+  fig, axes = plt.subplots(nrow, ncol, figsize=(size[0] * ncol, size[1] * nrow), squeeze=False)
+  for i, line in enumerate(panels):
+    for j, (title, x) in enumerate(line):
+      ax = axes[i * depth, j]
+      if i == 0:
+        ax.set_title(title, fontsize=8 if kind == "scatter" else 7)
+      for a in axes[i * depth:(i + 1) * depth, j]:
+        a.set_xticks([]), a.set_yticks([])
+      if x is None:
+        continue
+      if kind == "scatter":
+        ax.scatter(x[:2000, 0], x[:2000, 1], s=0.5, alpha=0.5)
+        ax.set_xlim(-3, 3), ax.set_ylim(-3, 3)
+      elif kind == "image":
+        grid = np.clip(x[:16].reshape(16, 8, 8), -1, 1).reshape(4, 4, 8, 8).transpose(0, 2, 1, 3).reshape(32, 32)
+        ax.imshow(grid, cmap="gray", vmin=-1, vmax=1)
+      elif kind == "curves":
+        for s in x[:4]:
+          ax.plot(s, lw=0.8)
+        ax.set_ylim(-4, 4)
+      else:
+        for k in range(depth):
+          axes[i * depth + k, j].scatter(x[k, :, 0], x[k, :, 1], s=1)
+          axes[i * depth + k, j].set_xlim(-1.6, 1.6), axes[i * depth + k, j].set_ylim(-1.6, 1.6)
+  return fig
 
 
 def main(argv):

@@ -4,10 +4,12 @@
 (exact covariance returned), and point clouds sampled from parametric surfaces.
 """
 
+from typing import Callable
+
 import numpy as np
 
-__all__ = ["TOY2D", "checkerboard", "eight_gaussians", "eight_gaussian_centers", "moons", "toy2d",
-           "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds", "random_rotations"]
+__all__ = ["TOY2D", "Target", "checkerboard", "eight_gaussians", "eight_gaussian_centers", "moons", "toy2d",
+           "sample_target", "toy_domain", "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds", "random_rotations"]
 
 TOY2D = ("checkerboard", "8gaussians", "moons")
 
@@ -46,6 +48,34 @@ def toy2d(name: str, n: int, seed: int) -> np.ndarray:
   if name == "moons":
     return moons(n, rng)
   raise ValueError(f"unknown 2-D toy {name!r}; expected one of {TOY2D}")
+
+
+# A toy target: a built-in name (TOY2D) or any seeded sampler fn(n, rng) -> [n, d] (or [n] for 1-D).
+Target = str | Callable[[int, np.random.Generator], np.ndarray]
+
+
+def sample_target(target: Target, n: int, seed: int) -> np.ndarray:
+  """n draws [n, d] float32 from a built-in toy or a user-defined sampler (1-D results get d = 1)."""
+  if isinstance(target, str):
+    return toy2d(target, n, seed)
+  x = np.asarray(target(n, np.random.default_rng(seed)), np.float32)
+  x = x[:, None] if x.ndim == 1 else x
+  if x.ndim != 2 or x.shape[0] != n:
+    raise ValueError(f"a toy target must return [n, d] or [n] samples with n = {n}, got shape {x.shape}")
+  return x
+
+
+def toy_domain(target: Target, *, num_train: int, num_eval: int, seeds: tuple[int, int, int] = (100, 101, 102)
+               ) -> dict:
+  """Train, held-out eval and a disjoint real 'floor' set (eval-sized), all standardised by the
+  training set's mean and std; the 8-Gaussians toy also gets its (standardised) mode centres and std."""
+  tr, ev, fl = (sample_target(target, n, seed) for n, seed in zip((num_train, num_eval, num_eval), seeds))
+  tr, ev, fl, mean, std = standardize(tr, ev, fl)
+  out = {"train": tr, "eval": ev, "floor": fl, "mean": mean, "std": std}
+  if isinstance(target, str) and target == "8gaussians":
+    out["centers"] = (eight_gaussian_centers() - mean) / std
+    out["mode_std"] = float(0.1 / np.mean(std))
+  return out
 
 
 def standardize(train: np.ndarray, *others: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -1,11 +1,14 @@
-"""`make_generator(config)`: EMF or one of its baselines as a `core.Method` plus its sampler.
+"""EMF and its baselines as values: one registry maps a method name to the recipe that owns its
+loss and its sampler; `make_generator(config)` looks the name up and never branches on it.
 
-Config fields (ml_collections or any mapping-like object):
-  method: one of METHODS; emf: EMFConfig fields; model: FlowNet fields; num_classes;
-  shortcut: ShortcutConfig fields; ct: CTConfig fields.
+Config (an ml_collections.ConfigDict or a plain dict; sections may be either):
+  method: a key of METHODS; num_classes (0: unconditional); model: FlowNet fields;
+  emf: EMFConfig fields (shared by EMF, flow matching and MeanFlow); fm / meanflow: overrides of
+  the emf section for those baselines (meanflow may also set jvp_impl); shortcut: ShortcutConfig
+  fields; ct: CTConfig fields. Unknown keys in a section are errors, not silent no-ops.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,50 +16,126 @@ import jax.numpy as jnp
 from jaxml import core
 from jaxml.emf import baselines, sample
 from jaxml.emf.losses import EMFConfig, make_emf_loss
-from jaxml.emf.model import make_apply_fn, make_network
+from jaxml.emf.model import ApplyFn, make_apply_fn, make_network
 
-__all__ = ["METHODS", "Generator", "make_generator", "make_method", "emf_config_from"]
-
-METHODS = ("emf_u", "emf_x1", "fm", "meanflow", "meanflow_split", "shortcut", "ct")
+__all__ = ["METHODS", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
 
 SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Array]
 
 
 class Generator(NamedTuple):
-  """method: core.Method; sample_fn(params, x0, label, rng, num_steps) -> x1 samples (num_steps static);
-  uses_extra/extra/make_hooks(total_steps): method-owned state for core (only CT uses it)."""
+  """method: core.Method (init, loss, eval; CT adds init_extra and hooks for its grid schedule);
+  sample_fn(params, x0, label, rng, num_steps) -> x1 samples; sampler: 'flow_map', 'flow' or
+  'consistency' (which NFE list of a config applies)."""
 
   method: core.Method
   sample_fn: SampleFn
-  uses_extra: bool = False
-  extra: Any = None
-  make_hooks: Callable[[int], list] = lambda total_steps: []
+  sampler: str
+
+
+class FlowMethod(NamedTuple):
+  """What one method is: its loss and its sampler on a given network.
+
+  build(apply_fn, sections, num_classes) -> (loss_fn, sample_fn, extra); `extra` is None, or
+  (initial extra state, eval extra state, hooks(total_steps)) for losses that read `extra`.
+  """
+
+  build: Callable[[ApplyFn, Mapping[str, dict], int], tuple[Callable, SampleFn, Any]]
+  sampler: str
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+  if isinstance(config, Mapping) or hasattr(config, "get"):
+    return config.get(key, default)
+  return getattr(config, key, default)
 
 
 def _section(config: Any, name: str) -> dict:
-  sec = config.get(name, None) if hasattr(config, "get") else getattr(config, name, None)
+  sec = _get(config, name)
   if sec is None:
     return {}
   return dict(sec.to_dict() if hasattr(sec, "to_dict") else sec)
 
 
+def _checked(section: Mapping[str, Any], fields: tuple[str, ...], what: str) -> dict:
+  unknown = sorted(set(section) - set(fields))
+  if unknown:
+    raise ValueError(f"unknown {what} key(s) {unknown}; expected some of {sorted(fields)}")
+  return dict(section)
+
+
 def emf_config_from(config: Any, **overrides) -> EMFConfig:
-  """EMFConfig from `config.emf` (unknown keys ignored) plus `num_classes`."""
-  sec = _section(config, "emf")
-  fields = {k: v for k, v in sec.items() if k in EMFConfig._fields}
-  fields["num_classes"] = int(config.get("num_classes", 0) or 0)
+  """EMFConfig from `config['emf']` and `config['num_classes']`, then `overrides`."""
+  fields = _checked(_section(config, "emf"), EMFConfig._fields, "emf")
+  fields["num_classes"] = int(_get(config, "num_classes", 0) or 0)
   fields.update(overrides)
   return EMFConfig(**fields)
 
 
+def _emf(param: str) -> FlowMethod:
+  def build(apply_fn, sections, num_classes):
+    cfg = sections["emf"]._replace(param=param)
+    loss_fn = make_emf_loss(apply_fn, cfg)
+    return loss_fn, lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, param), None
+  return FlowMethod(build, "flow_map")
+
+
+def _fm(apply_fn, sections, num_classes):
+  over = _checked(sections["fm"], EMFConfig._fields, "fm")
+  cfg = sections["emf"]._replace(param="u", **{"p": 0.0, **over})
+  return (baselines.make_fm_loss(apply_fn, cfg),
+          lambda p, x0, lab, rng, k: sample.sample_flow(apply_fn, p, x0, k, lab), None)
+
+
+def _meanflow(impl: str) -> FlowMethod:
+  def build(apply_fn, sections, num_classes):
+    over = _checked(sections["meanflow"], EMFConfig._fields + ("jvp_impl",), "meanflow")
+    jvp_impl = str(over.pop("jvp_impl", "forward"))
+    cfg = sections["emf"]._replace(param="u", **over)
+    loss_fn = baselines.make_meanflow_loss(apply_fn, cfg, impl=impl, jvp_impl=jvp_impl)
+    return loss_fn, lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, "u"), None
+  return FlowMethod(build, "flow_map")
+
+
+def _shortcut(apply_fn, sections, num_classes):
+  cfg = baselines.ShortcutConfig(**_checked(sections["shortcut"], baselines.ShortcutConfig._fields, "shortcut"))
+  return (baselines.make_shortcut_loss(apply_fn, cfg, num_classes=num_classes),
+          lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, "u"), None)
+
+
+def _ct(apply_fn, sections, num_classes):
+  cfg = baselines.CTConfig(**_checked(sections["ct"], baselines.CTConfig._fields, "ct"))
+  grid = lambda n: {"grid": jnp.asarray(n, jnp.int32)}
+
+  def hooks(total_steps: int) -> list[core.Hook]:
+    def set_grid(step, state):
+      return state.replace(extra=grid(baselines.ct_grid_size(step, total_steps, cfg)))
+    return [core.Hook(every=max(total_steps // 64, 1), fn=set_grid)]
+
+  return (baselines.make_ct_loss(apply_fn, cfg, num_classes=num_classes),
+          lambda p, x0, lab, rng, k: sample.sample_consistency(apply_fn, p, x0, k, lab, rng),
+          (grid(cfg.grid_start), grid(cfg.grid_end), hooks))
+
+
+# The one place a method name is resolved.
+METHODS: dict[str, FlowMethod] = {
+    "emf_u": _emf("u"), "emf_x1": _emf("x1"), "fm": FlowMethod(_fm, "flow"),
+    "meanflow": _meanflow("fused"), "meanflow_split": _meanflow("split"),
+    "shortcut": FlowMethod(_shortcut, "flow_map"), "ct": FlowMethod(_ct, "consistency"),
+}
+
+
 def make_generator(config: Any) -> Generator:
-  """Builds the loss, init, eval and sampler of `config.method` on the shared FlowNet."""
-  name = config.method
+  """Builds `config['method']` (a key of METHODS) on the shared FlowNet of `config['model']`."""
+  name = _get(config, "method")
   if name not in METHODS:
-    raise ValueError(f"unknown method {name!r}; expected one of {METHODS}")
-  num_classes = int(config.get("num_classes", 0) or 0)
+    raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
+  num_classes = int(_get(config, "num_classes", 0) or 0)
   net = make_network(_section(config, "model"), num_classes=num_classes)
   apply_fn = make_apply_fn(net)
+  sections = {k: _section(config, k) for k in ("fm", "meanflow", "shortcut", "ct")}
+  sections["emf"] = emf_config_from(config)
+  loss_fn, sample_fn, extra = METHODS[name].build(apply_fn, sections, num_classes)
 
   def init(rng, batch):
     x = jnp.asarray(batch["x"])
@@ -64,52 +143,23 @@ def make_generator(config: Any) -> Generator:
     label = jnp.asarray(batch["y"], jnp.int32) if num_classes and "y" in batch else None
     return net.init(rng, x, t, t, label)["params"]
 
-  uses_extra, extra, make_hooks = False, None, (lambda total_steps: [])
-  if name in ("emf_u", "emf_x1"):
-    cfg = emf_config_from(config, param="u" if name == "emf_u" else "x1")
-    loss_fn = make_emf_loss(apply_fn, cfg)
-    sample_fn = lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, cfg.param)
-  elif name == "fm":
-    cfg = emf_config_from(config, param="u", p=float(_section(config, "fm").get("p", 0.0)))
-    loss_fn = baselines.make_fm_loss(apply_fn, cfg)
-    sample_fn = lambda p, x0, lab, rng, k: sample.sample_flow(apply_fn, p, x0, k, lab)
-  elif name in ("meanflow", "meanflow_split"):
-    mf = _section(config, "meanflow")
-    cfg = emf_config_from(config, param="u", **{k: v for k, v in mf.items() if k in EMFConfig._fields})
-    loss_fn = baselines.make_meanflow_loss(apply_fn, cfg, impl="fused" if name == "meanflow" else "split",
-                                           jvp_impl=str(mf.get("jvp_impl", "forward")))
-    sample_fn = lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, "u")
-  elif name == "shortcut":
-    scfg = baselines.ShortcutConfig(**{k: v for k, v in _section(config, "shortcut").items()
-                                       if k in baselines.ShortcutConfig._fields})
-    loss_fn = baselines.make_shortcut_loss(apply_fn, scfg, num_classes=num_classes)
-    sample_fn = lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, "u")
-  else:
-    ccfg = baselines.CTConfig(**{k: v for k, v in _section(config, "ct").items()
-                                 if k in baselines.CTConfig._fields})
-    ct_loss = baselines.make_ct_loss(apply_fn, ccfg, num_classes=num_classes)
-    loss_fn = ct_loss
-    uses_extra = True
-    extra = {"grid": jnp.asarray(ccfg.grid_start, jnp.int32)}
-    sample_fn = lambda p, x0, lab, rng, k: sample.sample_consistency(apply_fn, p, x0, k, lab, rng)
-
-    def make_hooks(total_steps, ccfg=ccfg):
-      def set_grid(step, state):
-        return state.replace(extra={"grid": jnp.asarray(baselines.ct_grid_size(step, total_steps, ccfg), jnp.int32)})
-      return [core.Hook(every=max(total_steps // 64, 1), fn=set_grid)]
-
   eval_rng = jax.random.key(12345)
-
-  def eval_fn(params, batch):
-    if uses_extra:
-      loss, aux = loss_fn(params, batch, eval_rng, {"grid": jnp.asarray(ccfg.grid_end, jnp.int32)})
-    else:
+  if extra is None:
+    def eval_fn(params, batch):
       loss, aux = loss_fn(params, batch, eval_rng)
-    return {"loss": loss, **aux}
+      return {"loss": loss, **aux}
+    method = core.Method(init, loss_fn, eval_fn)
+  else:
+    initial, final, hooks = extra
 
-  return Generator(core.Method(init, loss_fn, eval_fn), sample_fn, uses_extra, extra, make_hooks)
+    def eval_fn(params, batch):
+      loss, aux = loss_fn(params, batch, eval_rng, final)
+      return {"loss": loss, **aux}
+    method = core.Method(init, loss_fn, eval_fn, init_extra=lambda rng, params: initial,
+                         hooks=lambda ctx: hooks(int(ctx.num_steps)))
+  return Generator(method, sample_fn, METHODS[name].sampler)
 
 
 def make_method(config: Any) -> core.Method:
-  """The `core.Method` of `config.method` (see `make_generator` for the sampler)."""
+  """The `core.Method` of `config['method']` (see `make_generator` for the sampler)."""
   return make_generator(config).method

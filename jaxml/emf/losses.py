@@ -74,9 +74,13 @@ def per_row_sq(d: jax.Array) -> jax.Array:
   return jnp.sum(jnp.square(d).reshape(d.shape[0], -1), axis=-1)
 
 
-def adaptive_weight(err: jax.Array, p: float, c: float) -> jax.Array:
-  """w = sg((err + c)^-p); p = 0 gives weight 1."""
-  if p == 0:
+def adaptive_weight(err: jax.Array, p: float | jax.Array, c: float) -> jax.Array:
+  """w = sg((err + c)^-p); p = 0 gives weight 1.
+
+  `p` may be a traced array (e.g. `jax.vmap` over a grid of weightings shares one compile);
+  a Python 0 skips the power altogether.
+  """
+  if isinstance(p, (int, float)) and p == 0:
     return jnp.ones_like(err)
   return jax.lax.stop_gradient(1.0 / jnp.power(err + c, p))
 

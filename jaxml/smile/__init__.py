@@ -2,7 +2,8 @@
 
 Kernels (`smile`, `psmile`), the Gamma-quantile tuner and noise preconditioner
 (`adaptation`), BNN targets and predictive metrics (`targets`), the chain runner
-(`chains`), SG-MCMC baselines (`baselines`) and the ensemble member method (`api`).
+(`chains`), SG-MCMC baselines (`baselines`), the ensemble member method (`api`) and the
+ensemble → warmup → sampling pipeline with step-size selection (`pipeline`).
 """
 
 from jaxml.smile.adaptation import (PrecondConfig, PrecondState, TunerConfig, TunerState, gamma_quantile,
@@ -10,12 +11,18 @@ from jaxml.smile.adaptation import (PrecondConfig, PrecondState, TunerConfig, Tu
                                     tuner_init, tuner_thresholds, tuner_update)
 from jaxml.smile.chains import (ChainKernel, ChainResult, make_chain_runner, make_mclmc_runner, peg_per_step,
                                 run_chains, run_mclmc, smile_chain_kernel)
+from jaxml.smile.api import make_classifier_method, make_method, make_model
 from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, psmile, smile, smile_family
+from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, Samplers, evaluate, fit_ensemble, make_samplers,
+                                  member_plan, run_classification, run_split, sample_split, sampler_batch_size,
+                                  schedule, step_grid)
 
 __all__ = [
-    "ChainKernel", "ChainResult", "PrecondConfig", "make_chain_runner", "PrecondState", "Sampler", "SmileInfo", "SmileState",
-    "TunerConfig", "TunerState", "gamma_quantile", "mile_warmup", "peg_per_step", "precond_init",
-    "precond_inverse_mass", "precond_update", "psmile", "run_chains", "run_mclmc", "smile", "smile_chain_kernel",
-    "smile_family", "make_mclmc_runner",
-    "tuner_init", "tuner_thresholds", "tuner_update",
+    "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "PrecondState", "SMILE_VARIANTS", "Sampler",
+    "Samplers", "SmileInfo", "SmileState", "TunerConfig", "TunerState", "evaluate", "fit_ensemble",
+    "gamma_quantile", "make_chain_runner", "make_classifier_method", "make_mclmc_runner", "make_method",
+    "make_model", "make_samplers", "member_plan", "mile_warmup", "peg_per_step", "precond_init",
+    "precond_inverse_mass", "precond_update", "psmile", "run_chains", "run_classification", "run_mclmc",
+    "run_split", "sample_split", "sampler_batch_size", "schedule", "smile", "smile_chain_kernel", "smile_family",
+    "step_grid", "tuner_init", "tuner_thresholds", "tuner_update",
 ]

@@ -106,11 +106,14 @@ def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matr
       format_output_fn=fmt)
 
 
-def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float,
+def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array, L: float | jax.Array,
            precondition: bool | None, tuned: bool | None, tuner: adapt.TunerConfig, precond: adapt.PrecondConfig,
            same_batch_energy: bool) -> Sampler:
-  """precondition / tuned = None: read per chain from `state.variant` (one compile for all variants)."""
-  step_size0 = float(step_size)
+  """precondition / tuned = None: read per chain from `state.variant` (one compile for all variants).
+
+  `step_size` and `L` may be traced arrays: a sampler built inside `jax.vmap` over a grid of ε₀
+  (or L) compiles once for the whole grid.
+  """
   dynamic = precondition is None or tuned is None
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
@@ -121,8 +124,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
     if dim < 2:
       raise ValueError("SMILE needs at least 2 parameters")
     variant = jnp.array([True if precondition is None else precondition, True if tuned is None else tuned])
-    return SmileState(integrator=state, step_size=jnp.asarray(step_size0, jnp.float32),
-                      initial_step_size=jnp.asarray(step_size0, jnp.float32), tuner=adapt.tuner_init(),
+    eps0 = jnp.asarray(step_size, jnp.float32)
+    return SmileState(integrator=state, step_size=eps0, initial_step_size=eps0, tuner=adapt.tuner_init(),
                       precond=adapt.precond_init(dim), variant=variant)
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
@@ -179,7 +182,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
   return Sampler(init, step)
 
 
-def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
+           L: float | jax.Array = math.inf,
            precondition: bool = True, tuned: bool = True, same_batch_energy: bool = False,
            precond: adapt.PrecondConfig | None = None, **tuner: Any) -> Sampler:
   """Preconditioned SMILE (pSMILE; pSMILE-naive with `tuned=False`).
@@ -187,8 +191,8 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
   Args:
     logdensity_fn: `logdensity_fn(position, minibatch) -> scalar`, the minibatch log posterior
       log p(θ) + (N/b) Σ_B log p(y|x,θ).
-    step_size: initial ε (ε₀; the floor is `eps_floor_frac · ε₀`).
-    L: partial-refresh length (∞: none, the default for minibatch runs).
+    step_size: initial ε (ε₀; the floor is `eps_floor_frac · ε₀`); a float or a (traced) array.
+    L: partial-refresh length (∞: none, the default for minibatch runs); a float or an array.
     precondition: use the gradient-noise preconditioner.
     tuned: Gamma-quantile step-size tuner and resets; off = fixed ε (naive variants).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
@@ -199,7 +203,8 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, 
                 same_batch_energy=same_batch_energy)
 
 
-def smile_family(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+def smile_family(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
+                 L: float | jax.Array = math.inf,
                  same_batch_energy: bool = False, precond: adapt.PrecondConfig | None = None,
                  **tuner: Any) -> Sampler:
   """All four variants in one compiled step: `state.variant` = (precondition, tuned) per chain.
@@ -212,7 +217,8 @@ def smile_family(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: f
                 same_batch_energy=same_batch_energy)
 
 
-def smile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float, L: float = math.inf,
+def smile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
+          L: float | jax.Array = math.inf,
           tuned: bool = True, same_batch_energy: bool = False, **tuner: Any) -> Sampler:
   """SMILE without preconditioning (SMILE-naive with `tuned=False`). See `psmile`."""
   return psmile(logdensity_fn, step_size=step_size, L=L, precondition=False, tuned=tuned,

@@ -1,0 +1,365 @@
+"""The SMILE pipeline on a regression data set: ensemble → warmup → sampling, at an equal PEG budget.
+
+1. `fit_ensemble`: K MAP members trained together by `core.train` (one stacked run), each member
+   restored to its best validation-NLL epoch (one `core.Selection` on a [K] metric).
+2. `Samplers` / `make_samplers`: one compiled chain runner per sampler group for a data shape.
+   The ε₀ grid and the four SMILE variants are per-chain arrays (`hypers`), so every (variant, ε₀)
+   runs as extra chains of one compile; a runner serves every split of the same shapes.
+3. `sample_split`: one chain per member for every sampler (SMILE-naive, SMILE, pSMILE-naive,
+   pSMILE, SGLD, cyclical SGLD, SGHMC, full-batch MCLMC at equal PEG and at its own budget); ε₀
+   picked per method by validation LPPD; posterior-predictive metrics on the test rows.
+`run_split` chains the three for one split and returns `{method: (metrics, cost)}`.
+
+`cfg` is the experiment's `smile` section (ConfigDict or plain dict); see configs/smile_uci.py.
+Data: {"x_train", "y_train", "x_valid", "y_valid", "x_test", "y_test"} numpy arrays (+ "y_std"
+when `cfg.protocol == "standard"`: test metrics then come in original units).
+"""
+
+import math
+import time
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxml import core
+from jaxml.metrics import mcmc
+from jaxml.smile import api, baselines, chains, kernel, targets
+
+__all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
+           "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
+
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
+           "mclmc_native")
+SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
+                  "psmile": (True, True)}   # (precondition, tuned)
+
+Result = tuple[dict[str, float], dict[str, float]]
+
+
+class _Cfg:
+  """Attribute access to a plain dict, so a dict works wherever a ConfigDict does."""
+
+  def __init__(self, cfg: dict):
+    self._cfg = cfg
+
+  def __getattr__(self, key: str) -> Any:
+    value = self._cfg[key]
+    return _Cfg(value) if isinstance(value, dict) else value
+
+  def get(self, key: str, default: Any = None) -> Any:
+    value = self._cfg.get(key, default)
+    return _Cfg(value) if isinstance(value, dict) else value
+
+
+def _c(cfg: Any) -> Any:
+  return _Cfg(cfg) if isinstance(cfg, dict) else cfg
+
+
+def sampler_batch_size(cfg: Any, n: int) -> int:
+  """Spec: 32 if N < 1000 (standard protocol), 64 if N < 5000, else 256; `batch_size` > 0 overrides."""
+  cfg = _c(cfg)
+  if cfg.batch_size:
+    return min(int(cfg.batch_size), n)
+  if cfg.protocol == "standard" and n < 1000:
+    return 32
+  return 64 if n < 5000 else 256
+
+
+def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: int) -> tuple[int, int, int, int]:
+  """(total, warmup, kept samples, thin) for a per-chain PEG budget."""
+  total = max(budget_peg // peg_step, 2)
+  sampling = max(total - int(warmup_frac * total), 1)
+  kept = min(num_samples, sampling)
+  thin = sampling // kept
+  return total, total - kept * thin, kept, thin
+
+
+def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
+  """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`)."""
+  key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else f"{group}_step_size"
+  return tuple(float(e) for e in getattr(_c(cfg), key))
+
+
+def member_plan(cfg: Any, n: int) -> tuple[int, int, int]:
+  """(member batch size, steps per epoch, training steps) of the ensemble on n training rows."""
+  cfg = _c(cfg)
+  b = min(int(cfg.member_batch), n)
+  per_epoch = max(n // b, 1)
+  return b, per_epoch, int(min(cfg.member_epochs * per_epoch, cfg.member_max_steps))
+
+
+def fit_ensemble(method: core.Method, member_batches: Sequence[Callable[[int], dict]], train_cfg: Any, *,
+                 steps_per_epoch: int, valid: dict | None, seed: int, batch_size: int, workdir: str | None = None,
+                 name: str = "members", mesh: Any = None) -> tuple[Any, dict[str, float]]:
+  """Trains K stacked members (`api.make_method`) in one `core.train` run.
+
+  member_batches[k](step) is member k's own minibatch; with `valid` each member keeps its best
+  validation-NLL parameters, checked once per epoch. Returns (params [K, ...], cost) with cost in
+  PEG (K · steps · b), wall seconds and the mean best epoch.
+  """
+  def batches(step: int) -> dict:
+    parts = [f(step) for f in member_batches]
+    return {key: np.stack([p[key] for p in parts]) for key in parts[0]}
+
+  k = len(member_batches)
+  select = None
+  if valid is not None:
+    select = core.Selection(metric="nll", mode="min", every=steps_per_epoch)
+    valid = {"x": jnp.asarray(valid["x"]), "y": jnp.asarray(valid["y"])}
+  res = core.train(method, batches, train_cfg, workdir=workdir, name=name, seed=seed, mesh=mesh,
+                   init_params=method.init(jax.random.key(seed), batches(0)), select=select,
+                   eval_batches=None if valid is None else (lambda: [valid]), shard_batch_rows=False)
+  steps = int(train_cfg["num_steps"])
+  cost = {"peg": float(k * steps * batch_size), "wall_s": res.wall_s, "steps": steps}
+  if select is not None:
+    cost["best_epoch_mean"] = float(np.mean(np.asarray(res.best_step) // steps_per_epoch))
+  return res.params, cost
+
+
+def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np.ndarray | None, data: dict,
+             cfg: Any, rng: np.random.Generator, part: str = "test") -> dict[str, float]:
+  """Mixture metrics over all kept samples [C, S]; per-chain LPPD; within-chain R-hat / ESS."""
+  cfg = _c(cfg)
+  keep = np.asarray(keep, bool)
+  mu, log_sigma = (np.asarray(a)[:, keep] for a in predict(positions, jnp.asarray(data[f"x_{part}"])))
+  y = data[f"y_{part}"]
+  c, n_s, n = mu.shape
+  out = targets.predictive_metrics(mu.reshape(c * n_s, n), log_sigma.reshape(c * n_s, n), y, rng=rng,
+                                   min_draws=int(cfg.coverage_draws))
+  ll = -0.5 * np.log(2 * np.pi) - log_sigma - 0.5 * ((y - mu) * np.exp(-log_sigma)) ** 2     # [C, S, n]
+  per_chain = np.log(np.mean(np.exp(ll - ll.max(1, keepdims=True)), axis=1)) + ll.max(1)
+  out["lppd_chain_mean"] = float(per_chain.mean())
+  out["num_samples"] = float(c * n_s)
+  if part == "test" and cfg.protocol == "standard":   # anchors of the 20-split protocol: original units
+    out["lppd_std"], out["rmse_std"] = out["lppd"], out["rmse"]
+    out["lppd"] = out["lppd"] - math.log(data["y_std"])
+    out["rmse"] = out["rmse"] * data["y_std"]
+  if part == "test" and n_s >= 8:
+    q = [mu[:, :, :int(cfg.rhat_points)], log_sigma.mean(-1, keepdims=True)]
+    if logdensity is not None:
+      q.append(np.asarray(logdensity)[:, keep][..., None])
+    q = np.concatenate(q, axis=-1)
+    with np.errstate(all="ignore"):
+      rhat = np.stack([mcmc.split_rhat(q[i][None]) for i in range(c)])
+      ess = np.stack([mcmc.bulk_ess(q[i][None]) for i in range(c)])
+    out["rhat_median"] = float(np.nanmedian(rhat)) if np.isfinite(rhat).any() else float("nan")
+    out["ess_median"] = float(np.nanmedian(ess)) if np.isfinite(ess).any() else float("nan")
+  return out
+
+
+class Samplers(NamedTuple):
+  """Compiled chain runners of one data shape: `runners[group]`, with what each was built for."""
+
+  data_size: int
+  batch_size: int
+  budget: int
+  groups: tuple[str, ...]
+  runners: dict[str, Callable[..., chains.ChainResult]]
+  plans: dict[str, tuple]       # group -> (methods, combos, grads per step)
+  predict: Callable
+
+
+def _groups(methods: Sequence[str]) -> list[str]:
+  groups = [m for m in methods if m not in ("map", "de") and m not in SMILE_VARIANTS]
+  return (["smile_family"] if any(m in SMILE_VARIANTS for m in methods) else []) + groups
+
+
+def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int) -> chains.ChainKernel:
+  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused."""
+  default = step_grid(cfg, group)[0]
+  if group == "smile_family":
+    sampler = kernel.smile_family(logd, step_size=default, L=math.inf if not cfg.L else float(cfg.L),
+                                  same_batch_energy=bool(cfg.same_batch_energy), p_reset=cfg.p_reset,
+                                  alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+    return chains.smile_chain_kernel(sampler)
+  if group == "sgld":
+    return baselines.sgld_kernel(logd, step_size=default)
+  if group == "csgld":
+    return baselines.csgld_kernel(logd, step_size=default, total_steps=total_steps, num_cycles=cfg.csgld_cycles,
+                                  explore_frac=cfg.csgld_explore)
+  return baselines.sghmc_kernel(logd, step_size=default, momentum_decay=cfg.sghmc_momentum_decay)
+
+
+def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_native: dict | None = None) -> Samplers:
+  """Builds (does not yet compile) one runner per sampler group for `data_size` training rows.
+
+  mclmc_native: per-dataset overrides of the native MCLMC budget (tune, samples, chains).
+  """
+  cfg = _c(cfg)
+  model = api.make_model(cfg)
+  n, k = int(data_size), int(cfg.num_members)
+  b = sampler_batch_size(cfg, n)
+  budget = int(budget_epochs * n)
+  logd = targets.make_minibatch_logdensity(model.apply, data_size=n, prior_scale=cfg.prior_scale)
+  runners, plans = {}, {}
+  for group in _groups(cfg.methods):
+    if group in ("mclmc", "mclmc_native"):
+      runners[group], plans[group] = _mclmc_runner(group, cfg, model, n, budget, mclmc_native or {})
+      continue
+    methods = [m for m in SMILE_VARIANTS if m in cfg.methods] if group == "smile_family" else [group]
+    combos = [(m, eps) for m in methods for eps in step_grid(cfg, group)]
+    grads = 2 if group == "smile_family" else 1
+    total, warm, kept, thin = schedule(budget, grads * b, cfg.warmup_frac, int(cfg.num_samples))
+    runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total), num_chains=k * len(combos),
+                                              data_size=n, batch_size=b, num_warmup=warm, num_samples=kept,
+                                              thin=thin)
+    plans[group] = (methods, combos, grads)
+  predict = jax.jit(lambda pos, x: targets.predict(model.apply, pos, x))
+  return Samplers(n, b, budget, tuple(runners), runners, plans, predict)
+
+
+def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, budget: int, over: dict):
+  if group == "mclmc":
+    total = max(budget // (2 * n), 4)
+    tune = max(total // 2, 3)
+    kept = min(int(cfg.num_samples), total - tune)
+    thin = max((total - tune) // max(kept, 1), 1)
+    c = int(cfg.num_members)
+  else:
+    tune, kept = int(over.get("tune", cfg.mclmc_native_tune)), int(cfg.num_samples)
+    thin = max(int(over.get("samples", cfg.mclmc_native_samples)) // kept, 1)
+    c = int(over.get("chains", cfg.mclmc_native_chains))
+  frac3 = 0.1 if tune >= 50 else 0.0   # too few steps for phase 3's ESS estimate of L
+
+  def make_logdensity(x, y):
+    return targets.make_full_logdensity(model.apply, x, y, prior_scale=cfg.prior_scale)
+
+  runner = chains.make_mclmc_runner(make_logdensity, num_chains=c, data_size=n, num_tune=tune, num_samples=kept,
+                                    thin=thin, desired_energy_var=cfg.mclmc_energy_var, frac_tune3=frac3)
+  return runner, ([group], None, c)
+
+
+def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: jax.Array,
+                 rng: np.random.Generator) -> dict[str, Result]:
+  """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only)."""
+  cfg = _c(cfg)
+  train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
+  out: dict[str, Result] = {}
+  for group in samplers.groups:
+    key, group_key = jax.random.split(key)
+    t0 = time.perf_counter()
+    if group in ("mclmc", "mclmc_native"):
+      results = {group: _run_mclmc(samplers, cfg, group, members, train, data, group_key, rng)}
+    else:
+      results = _run_sg_group(samplers, cfg, group, members, train, data, group_key, rng)
+    wall = time.perf_counter() - t0
+    for method, (metrics, cost) in results.items():
+      cost["wall_s"] = wall * cost.pop("wall_share", 1.0)
+      out[method] = (metrics, cost)
+  return out
+
+
+def _run_sg_group(samplers, cfg, group, members, train, data, key, rng) -> dict[str, Result]:
+  """Every (method, ε₀) of a group as extra chains of one runner; ε₀ per method by validation LPPD."""
+  k, b = int(cfg.num_members), samplers.batch_size
+  methods, combos, grads = samplers.plans[group]
+  grid = step_grid(cfg, group)
+  hypers = {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k)}
+  if group == "smile_family":
+    hypers["variant"] = jnp.repeat(jnp.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)
+  starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
+  res = samplers.runners[group](starts, train, key, hypers)
+  out = {}
+  for method in methods:
+    best = None
+    for i, (m, eps) in enumerate(combos):
+      if m != method:
+        continue
+      part = jax.tree.map(lambda a: a[i * k:(i + 1) * k], (res.positions, res.logdensity, res.resets,
+                                                            res.nonfinite, res.step_size))
+      valid = evaluate(samplers.predict, part[0], res.keep, None, data, cfg, rng, part="valid")
+      score = valid["lppd"] if math.isfinite(valid["lppd"]) else -math.inf
+      if best is None or score > best[0]:
+        best = (score, eps, part)
+    score, eps, (pos, logdens, resets, nonfinite, eps_final) = best
+    metrics = evaluate(samplers.predict, pos, res.keep, logdens, data, cfg, rng)
+    metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
+                   nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)))
+    cost = {"sampler_peg": float(res.peg_per_chain * k), "grid_peg": float(res.peg_per_chain * k * len(grid)),
+            "steps_per_chain": float((res.peg_per_chain - b) // (grads * b)), "wall_share": len(grid) / len(combos)}
+    out[method] = (metrics, cost)
+  return out
+
+
+def _run_mclmc(samplers, cfg, group, members, train, data, key, rng) -> Result:
+  c, n = samplers.plans[group][2], samplers.data_size
+  starts = members if group == "mclmc" else jax.tree.map(lambda a: a[:c], members)
+  res = samplers.runners[group](starts, train, key)
+  metrics = evaluate(samplers.predict, res.positions, res.keep, res.logdensity, data, cfg, rng)
+  metrics.update(nonfinite=float(np.sum(res.nonfinite)), final_step_size=float(np.median(res.step_size)),
+                 resets=0.0)
+  return metrics, {"sampler_peg": float(res.peg_per_chain * c),
+                   "steps_per_chain": float((res.peg_per_chain - n) // (2 * n))}
+
+
+def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_batches: Sequence[Callable],
+              *, seed: int, chain_key: jax.Array, rng: np.random.Generator, steps_per_epoch: int,
+              workdir: str | None = None, name: str = "members", mesh: Any = None) -> dict[str, Result]:
+  """Ensemble → MAP / DE metrics → every sampler from the members. Total PEG includes the ensemble's."""
+  cfg = _c(cfg)
+  members, mcost = fit_ensemble(api.make_method(cfg), member_batches, train_cfg, steps_per_epoch=steps_per_epoch,
+                                valid={"x": data["x_valid"], "y": data["y_valid"]}, seed=seed,
+                                batch_size=min(int(cfg.member_batch), len(data["y_train"])), workdir=workdir,
+                                name=name, mesh=mesh)
+  k = int(cfg.num_members)
+  one = jnp.ones((1,), bool)
+  out: dict[str, Result] = {}
+  if "map" in cfg.methods:
+    out["map"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:1, None], members), one, None, data, cfg,
+                           rng), {"peg": mcost["peg"] / k, "wall_s": mcost["wall_s"] / k})
+  if "de" in cfg.methods:
+    out["de"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:, None], members), one, None, data, cfg,
+                          rng), {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
+  for method, (metrics, cost) in sample_split(samplers, cfg, members, data, chain_key, rng).items():
+    cost["warmstart_peg"] = mcost["peg"]
+    cost["peg"] = cost["sampler_peg"] + mcost["peg"]
+    out[method] = (metrics, cost)
+  return out
+
+
+def run_classification(cfg: Any, train_cfg: Any, apply_fn: Callable, init_fn: Callable, train: dict, test: dict,
+                       member_batches: Sequence[Callable[[int], dict]], *, seed: int, batch_size: int,
+                       workdir: str | None = None, mesh: Any = None) -> dict[str, Result]:
+  """The pipeline for softmax classifiers (e.g. `jaxml.nn.resnet.ResNet` on CIFAR-10): K members by
+  `core.train` (final parameters), then pSMILE and/or SGLD chains (first ε₀ of each grid) from them.
+
+  init_fn(rng, x) -> params, apply_fn(params, x) -> logits; train / test: {"x", "y"} numpy arrays.
+  Returns {"de": ..., method: ...} with mixture LPPD and accuracy on the test rows.
+  """
+  cfg = _c(cfg)
+  k, n, b = int(cfg.num_members), len(train["y"]), batch_size
+  t0 = time.perf_counter()
+  members, mcost = fit_ensemble(api.make_classifier_method(apply_fn, init_fn, k), member_batches, train_cfg,
+                                steps_per_epoch=max(n // b, 1), valid=None, seed=seed, batch_size=b,
+                                workdir=workdir, mesh=mesh)
+  predict = jax.jit(lambda pos, x: jax.vmap(jax.vmap(lambda p: jax.nn.log_softmax(apply_fn(p, x))))(pos))
+  xt, yt = jnp.asarray(test["x"]), test["y"]
+
+  def metrics_of(positions):
+    logp = np.asarray(predict(positions, xt)).reshape(-1, len(yt), int(cfg.num_classes))
+    return targets.classification_metrics(logp, yt)
+
+  out = {"de": (metrics_of(jax.tree.map(lambda a: a[:, None], members)),
+                {"peg": mcost["peg"], "wall_s": time.perf_counter() - t0})}
+  logd = targets.make_classification_logdensity(apply_fn, data_size=n, prior_scale=cfg.prior_scale)
+  data = {"x": jnp.asarray(train["x"]), "y": jnp.asarray(train["y"])}
+  for method in cfg.methods:
+    t1 = time.perf_counter()
+    if method == "psmile":
+      kern = chains.smile_chain_kernel(kernel.psmile(logd, step_size=step_grid(cfg, "psmile")[0], p_reset=cfg.p_reset,
+                                                     alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta))
+    elif method == "sgld":
+      kern = baselines.sgld_kernel(logd, step_size=step_grid(cfg, "sgld")[0])
+    else:
+      raise ValueError(f"the classification pipeline runs psmile and sgld, got {method!r}")
+    _, warm, kept, thin = schedule(int(cfg.budget_epochs * n), kern.grads_per_step * b, cfg.warmup_frac,
+                                   int(cfg.num_samples))
+    res = chains.run_chains(kern, members, data, jax.random.key(seed + 17), batch_size=b, num_warmup=warm,
+                            num_samples=kept, thin=thin)
+    metrics = metrics_of(res.positions)
+    metrics.update(resets=float(np.sum(res.resets)), nonfinite=float(np.sum(res.nonfinite)))
+    out[method] = (metrics, {"peg": mcost["peg"] + res.peg_per_chain * k, "sampler_peg": res.peg_per_chain * k,
+                             "wall_s": time.perf_counter() - t1})
+  return out
