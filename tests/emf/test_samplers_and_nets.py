@@ -103,9 +103,11 @@ def test_each_method_compiles_once_and_trains(method):
   batch = {"x": np.asarray(jax.random.normal(jax.random.key(0), (16, 2)), np.float32)}
   params = gen.method.init(jax.random.key(0), batch)
   opt = core.make_optimizer({"name": "adam", "lr": 1e-3}, 3)
-  state = core.create_train_state(params, opt, 0, ema=True, extra=gen.extra)
+  uses_extra = gen.method.init_extra is not None
+  extra = gen.method.init_extra(jax.random.key(1), params) if uses_extra else None
+  state = core.create_train_state(params, opt, 0, ema=True, extra=extra)
   step = chex.assert_max_traces(core.make_train_step(gen.method.loss_fn, opt, ema_decay=0.9,
-                                                     uses_extra=gen.uses_extra), n=1)
+                                                     uses_extra=uses_extra), n=1)
   step = jax.jit(step)
   for _ in range(3):
     state, metrics = step(state, batch)

@@ -1,0 +1,88 @@
+"""The SMILE pipeline as a package API: array step sizes (one compile for a grid), the PEG schedule,
+plain-dict configs, and a tiny ensemble → sampling run without experiments/."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxml import smile
+
+
+def _gaussian(x, minibatch):
+  del minibatch
+  return -0.5 * jnp.sum((x - 1.0) ** 2 / jnp.linspace(0.5, 2.0, x.shape[0]) ** 2)
+
+
+@pytest.mark.parametrize("factory", [smile.psmile, smile.smile])
+def test_step_size_and_L_grid_under_vmap_compiles_once(factory):
+  def chain(eps, L, key):
+    sampler = factory(_gaussian, step_size=eps, L=L)
+    state = sampler.init(jnp.zeros(4), None, key)
+    state, info = jax.lax.scan(lambda s, k: sampler.step(k, s, None), state, jax.random.split(key, 5))
+    return state.initial_step_size, info.step_size[-1], state.position
+
+  chex.clear_trace_counter()
+  run = jax.jit(jax.vmap(chex.assert_max_traces(chain, n=1)))
+  keys = jax.random.split(jax.random.key(0), 3)
+  eps0, eps, pos = run(jnp.asarray([1e-2, 1e-1, 3e-1]), jnp.asarray([jnp.inf] * 3), keys)
+  run(jnp.asarray([2e-2, 2e-1, 5e-1]), jnp.asarray([1.0, 2.0, 4.0]), keys)    # new grid values: no retrace
+  np.testing.assert_allclose(eps0, [1e-2, 1e-1, 3e-1], rtol=1e-6)
+  chex.assert_tree_all_finite((eps, pos))
+  # A traced ε₀ gives the same chain as the same ε₀ as a Python float.
+  ref = jax.jit(lambda key: chain(1e-1, jnp.inf, key))(keys[1])
+  chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], (eps0, eps, pos)), ref, rtol=1e-6)
+
+
+def test_schedule_spends_the_budget():
+  for budget, peg, warm_frac, n in [(60 * 622, 128, 0.5, 10), (1000, 64, 0.0, 1), (10_000, 32, 1 / 3, 100)]:
+    total, warm, kept, thin = smile.schedule(budget, peg, warm_frac, n)
+    assert warm + kept * thin == total and kept <= n and thin >= 1 and warm >= 0
+    assert total == max(budget // peg, 2)
+
+
+def _config(**over):
+  cfg = {"protocol": "standard", "methods": ("map", "de", "smile_naive", "psmile", "sgld"), "hidden": (8,),
+         "noise": "global", "prior_scale": 1.0, "num_members": 2, "member_batch": 16, "member_epochs": 2,
+         "member_max_steps": 8, "batch_size": 0, "warmup_frac": 0.5, "num_samples": 4,
+         "smile_step_size": (1e-3, 1e-4), "L": 0.0, "same_batch_energy": False, "p_reset": 0.98, "alpha": 0.1,
+         "delta": 0.02, "beta": 0.01, "sgld_step_size": (1e-5,), "rhat_points": 10, "coverage_draws": 100}
+  return cfg | over
+
+
+def _data(n=96, p=3, seed=0):
+  rng = np.random.default_rng(seed)
+  out = {}
+  for part, m in (("train", n), ("valid", 32), ("test", 32)):
+    x = rng.standard_normal((m, p)).astype(np.float32)
+    out[f"x_{part}"], out[f"y_{part}"] = x, (x[:, 0] + 0.1 * rng.standard_normal(m)).astype(np.float32)
+  out["y_std"] = 2.0
+  return out
+
+
+def test_run_split_with_a_plain_dict_config(tmp_path):
+  cfg, data = _config(), _data()
+  n = len(data["y_train"])
+  b, per_epoch, steps = smile.member_plan(cfg, n)
+  assert (b, per_epoch, steps) == (16, 6, 8)
+  samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=8)
+  assert samplers.groups == ("smile_family", "sgld") and samplers.batch_size == 32
+
+  def batches(m):
+    return lambda step: {k: data[f"{k}_train"][np.random.default_rng([m, step]).permutation(n)[:b]]
+                         for k in ("x", "y")}
+
+  train_cfg = {"optim": {"name": "adamw", "lr": 1e-2, "weight_decay": 5e-3}, "num_steps": steps, "log_every": steps}
+  out = smile.run_split(cfg, train_cfg, samplers, data, [batches(0), batches(1)], seed=0,
+                        chain_key=jax.random.key(1), rng=np.random.default_rng(0), steps_per_epoch=per_epoch,
+                        workdir=str(tmp_path))
+  assert list(out) == ["map", "de", "smile_naive", "psmile", "sgld"]
+  for method, (metrics, cost) in out.items():
+    assert np.isfinite(metrics["lppd"]) and np.isfinite(metrics["rmse"]) and cost["peg"] > 0, method
+  assert out["de"][1]["peg"] == 2 * steps * b and out["map"][1]["peg"] == steps * b
+  assert out["psmile"][0]["step_size0"] in (1e-3, 1e-4)
+  # Equal per-chain PEG for the minibatch samplers (SMILE takes 2 gradients per step, SGLD 1).
+  assert out["psmile"][1]["sampler_peg"] == pytest.approx(out["sgld"][1]["sampler_peg"], rel=0.1)
+  # Test metrics come back in original units for the standard protocol.
+  assert out["de"][0]["rmse"] == pytest.approx(2.0 * out["de"][0]["rmse_std"])
