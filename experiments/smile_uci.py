@@ -66,7 +66,8 @@ def run(config, workdir: str) -> list[dict]:
       b, per_epoch, steps = smile.member_plan(s, n)
       member_seed = seed * 100 + split
       train = {"x": data["x_train"], "y": data["y_train"]}
-      results = smile.run_split(s, train_cfg(config, steps, int(config.log_every)), samplers, data,
+      log_every = per_epoch * max(int(config.log_every) // per_epoch, 1)   # epoch-aligned: K steps per dispatch
+      results = smile.run_split(s, train_cfg(config, steps, log_every), samplers, data,
                                 member_batches(train, b, member_seed, int(s.num_members)), seed=member_seed,
                                 chain_key=jax.random.key(seed * 7919 + split), rng=np.random.default_rng([seed, split]),
                                 steps_per_epoch=per_epoch, workdir=workdir, name=f"members_{dataset}_{split}",

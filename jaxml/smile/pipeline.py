@@ -114,7 +114,7 @@ def fit_ensemble(method: core.Method, member_batches: Sequence[Callable[[int], d
   steps = int(train_cfg["num_steps"])
   cost = {"peg": float(k * steps * batch_size), "wall_s": res.wall_s, "steps": steps}
   if select is not None:
-    cost["best_epoch_mean"] = float(np.mean(np.asarray(res.best_step) // steps_per_epoch))
+    cost["best_epoch_mean"] = float(np.mean(np.asarray(res.best.step) // steps_per_epoch))
   return res.params, cost
 
 
