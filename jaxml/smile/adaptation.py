@@ -15,6 +15,13 @@ gradient with the running noise estimator of scale-adapted SGHMC,
 m ← (1−ρ) m + ρ g,  w ← max((1−ρ) w + ρ (g − m)², 1e-7),  and scales the velocity with
 c = 1 / r,  r = q / rms(q),  q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max], so that
 c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
+
+`TunerConfig.tuner` picks the step-size rule: "ref" is the authors' Gamma-quantile rule above
+(relative thresholds, no absolute target: ε drifts when batch-to-batch changes of log p̂ dominate
+|ΔE|); "energy_var" is ours: it measures the *same-batch* energy error (ℓ_old re-evaluated on the
+current batch, one extra forward pass) and steers an EMA v of ΔE²/d to the absolute target
+`target_energy_var` (MCLMC's Var[ΔE]/d criterion) with log ε ← log ε + gain·(log target − log v)/6
+(ΔE² ∝ ε⁶ for the McLachlan integrator). It has no resets; the non-finite guard stays.
 """
 
 from typing import Any, Callable, NamedTuple
@@ -29,7 +36,7 @@ from jax.scipy.special import ndtri
 
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
-    "adapt_step_size", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
+    "adapt_step_size", "energy_var_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
     "precond_inverse_mass", "mile_warmup",
 ]
 
@@ -45,6 +52,10 @@ class TunerConfig(NamedTuple):
   eps_min: float = 1e-8
   eps_max: float = 10.0
   eps_floor_frac: float = 0.01    # ε ≥ eps_floor_frac · ε₀  [inferred guardrail]
+  tuner: str = "ref"              # "ref" (Gamma-quantile rule) or "energy_var" (absolute target)
+  target_energy_var: float = 5e-4  # energy_var: target of E[ΔE²]/d on the same batch
+  energy_var_rate: float = 0.05   # energy_var: EMA rate of ΔE²/d
+  energy_var_gain: float = 0.01   # energy_var: gain of the log-ε controller (per step)
 
 
 class TunerState(NamedTuple):
@@ -105,6 +116,26 @@ def adapt_step_size(step_size: jax.Array, abs_energy_change: jax.Array, state: T
   eps = jnp.where(nonfinite, step_size * 0.5, eps)
   eps = jnp.clip(eps, cfg.eps_min, cfg.eps_max)
   return jnp.maximum(eps, cfg.eps_floor_frac * initial_step_size)
+
+
+def energy_var_update(step_size: jax.Array, energy_change: jax.Array, dim: int, state: TunerState,
+                      cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array
+                      ) -> tuple[jax.Array, TunerState]:
+  """The "energy_var" rule: (ε, state) after one step; state.mean holds the EMA v of ΔE²/d.
+
+  v is seeded with the first value; ε moves only once t ≥ freeze_steps, by the factor
+  exp(gain · (log target − log v) / 6); a non-finite step halves ε and leaves v alone.
+  """
+  x = jnp.where(nonfinite, state.mean, energy_change ** 2 / dim)
+  v = jnp.where(state.t < 2, x, (1.0 - cfg.energy_var_rate) * state.mean + cfg.energy_var_rate * x)
+  v = jnp.maximum(v, 1e-30)
+  active = state.t >= cfg.freeze_steps
+  log_factor = cfg.energy_var_gain * (jnp.log(cfg.target_energy_var) - jnp.log(v)) / 6.0
+  eps = jnp.where(active, step_size * jnp.exp(log_factor), step_size)
+  eps = jnp.where(nonfinite, step_size * 0.5, eps)
+  eps = jnp.maximum(jnp.clip(eps, cfg.eps_min, cfg.eps_max), cfg.eps_floor_frac * initial_step_size)
+  new = TunerState(mean=v.astype(jnp.float32), std=state.std, t=state.t + 1)
+  return eps, jax.tree.map(lambda a, b: jnp.where(nonfinite, a, b), state, new)
 
 
 class PrecondConfig(NamedTuple):

@@ -74,7 +74,7 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
     return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
                    "step_size": info.step_size}
 
-  return ChainKernel(init, step, lambda s: s.integrator.position, 2)
+  return ChainKernel(init, step, lambda s: s.integrator.position, sampler.grads_per_step)
 
 
 def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, batch_size: int, num_warmup: int,

@@ -66,6 +66,7 @@ class Sampler(NamedTuple):
 
   init: Callable[..., SmileState]
   step: Callable[..., tuple[SmileState, SmileInfo]]
+  grads_per_step: int = 2         # batch gradients per step (3 with tuner="energy_var")
 
 
 def _tree_finite(tree: Any) -> jax.Array:
@@ -115,6 +116,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   (or L) compiles once for the whole grid.
   """
   dynamic = precondition is None or tuned is None
+  if tuner.tuner not in ("ref", "energy_var"):
+    raise ValueError(f"tuner must be 'ref' or 'energy_var', got {tuner.tuner!r}")
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
     target = _bind(logdensity_fn, minibatch)
@@ -140,7 +143,14 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     else:
       imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
     old = state.integrator
-    if same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
+    if (dynamic or tuned) and tuner.tuner == "energy_var":
+      # ℓ_old and g_old on the current batch (+1 batch gradient): ΔE is then the integration error
+      # of one fixed potential, which MCLMC's absolute Var[ΔE]/d target is about.
+      logdensity, grad = jax.value_and_grad(target)(old.position)
+      grad = jax.tree.map(lambda g: jnp.clip(jnp.nan_to_num(g, nan=0.0, posinf=GRAD_CLIP, neginf=-GRAD_CLIP),
+                                             -GRAD_CLIP, GRAD_CLIP), grad)
+      old = old._replace(logdensity=logdensity, logdensity_grad=grad)
+    elif same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
       old = old._replace(logdensity=target(old.position))
     eps = state.step_size
     st = old._replace(momentum=integrators.partially_refresh_momentum(old.momentum, refresh_key1, eps * 0.5, L))
@@ -153,7 +163,14 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     floor = tuner.eps_floor_frac * state.initial_step_size
     eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor))
 
-    if dynamic or tuned:
+    if (dynamic or tuned) and tuner.tuner == "energy_var":
+      reset = jnp.zeros((), bool)
+      dim = ravel_pytree(old.position)[0].shape[0]
+      eps_tuned, tun_tuned = adapt.energy_var_update(eps, energy_change, dim, state.tuner, tuner,
+                                                     state.initial_step_size, ~ok)
+      eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
+      tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
+    elif dynamic or tuned:
       q_reset, _, _ = adapt.tuner_thresholds(state.tuner, tuner)
       reset = use_tuner & ok & (state.tuner.t >= tuner.freeze_steps) & (abs_de > q_reset)
       eps_tuned = adapt.adapt_step_size(eps, abs_de, state.tuner, tuner, state.initial_step_size, ~ok)
@@ -179,7 +196,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
     return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
 
-  return Sampler(init, step)
+  return Sampler(init, step, 3 if ((dynamic or tuned) and tuner.tuner == "energy_var") else 2)
 
 
 def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
@@ -192,11 +209,16 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     logdensity_fn: `logdensity_fn(position, minibatch) -> scalar`, the minibatch log posterior
       log p(θ) + (N/b) Σ_B log p(y|x,θ).
     step_size: initial ε (ε₀; the floor is `eps_floor_frac · ε₀`); a float or a (traced) array.
-    L: partial-refresh length (∞: none, the default for minibatch runs); a float or an array.
+    L: partial-refresh length (∞: none, the authors' default for minibatch runs); a float or an
+      array. With L = ∞ the gradient noise is the only refresh: on full-batch or low-noise targets
+      the flow is then deterministic and not ergodic, and with non-diagonal noise the spread is
+      biased; a finite L ≈ 0.1–1 · √d · (posterior scale) fixes both (docs/results/smile_spread.md).
     precondition: use the gradient-noise preconditioner.
-    tuned: Gamma-quantile step-size tuner and resets; off = fixed ε (naive variants).
+    tuned: step-size tuner on; off = fixed ε (naive variants).
+    **tuner: TunerConfig fields; `tuner="ref"` (default) is the authors' Gamma-quantile rule with
+      resets, `tuner="energy_var"` the absolute same-batch energy-error target (see `adaptation`).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
-    precond: PrecondConfig; **tuner: TunerConfig fields (p_reset, alpha, delta, beta, ...).
+    precond: PrecondConfig.
   """
   return _build(logdensity_fn, step_size=step_size, L=L, precondition=precondition, tuned=tuned,
                 tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
