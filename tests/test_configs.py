@@ -20,16 +20,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p.stem for p in (ROOT / "configs").glob("*.py") if p.stem not in ("__init__", "common"))
 EXPERIMENTS = ("mlp_digits", "smile_uci", "emf_generate", "sol_ordinal", "unlearning", "eviprobe_graphs",
                "causal_reward")
-# Experiments whose owners still have to remove or wire dead keys (strict: passing fails the suite).
-# Measured at h2a's final commit; each owner removes their entry once their experiment passes.
-OWNED_ELSEWHERE: dict[str, str] = {"smile_uci": "h2b", "emf_generate": "h2b", "unlearning": "h2c",
-                                   "eviprobe_graphs": "h2c", "causal_reward": "h3", "sol_ordinal": "h4"}
 LAUNCHER_READS = {"preset"}   # read by experiments.common.launch itself
 
 
 def _case(name: str):
-  if name in OWNED_ELSEWHERE:
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"owner: {OWNED_ELSEWHERE[name]}"))
   return name
 
 
