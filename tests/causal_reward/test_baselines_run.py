@@ -8,7 +8,7 @@ import pytest
 
 from jaxml.causal_reward import api, baselines, losses
 
-SMALL = {"dim": 8, "trunk_hidden": 16, "trunk_out": 8, "num_cues": 1, "odin_cues": (0,), "lr": 3e-3,
+SMALL = {"dim": 8, "trunk_hidden": 16, "trunk_out": 8, "num_cues": 1, "odin_cues": (0,),
          "vib_latent": 4}
 N = 128
 
@@ -25,7 +25,7 @@ def _cue_pairs():
 
 def _train(kind, steps=150, **over):
   cfg = {"kind": kind, **SMALL, **over}
-  method, opt, batch = api.make_method(cfg), api.make_optimizer(cfg), _cue_pairs()
+  method, opt, batch = api.make_method(cfg), api.make_optimizer(cfg, {"name": "adam", "lr": 3e-3}), _cue_pairs()
   params = method.init(jax.random.key(0), batch)
   state = opt.init(params)
 
