@@ -14,7 +14,7 @@ embeddings. sweep: rho in {0.6, ..., 0.9}, 3 seeds, no best-of-N. paper: everyth
 import ml_collections
 
 from configs import common
-from jaxml.causal_reward.api import default_config
+from jaxml.causal_reward.defaults import default_config
 
 PRESETS = ("smoke", "small", "text", "sweep", "paper")
 

@@ -242,6 +242,10 @@ def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
         for k in range(depth):
           axes[i * depth + k, j].scatter(x[k, :, 0], x[k, :, 1], s=1)
           axes[i * depth + k, j].set_xlim(-1.6, 1.6), axes[i * depth + k, j].set_ylim(-1.6, 1.6)
+  fig.tight_layout()
+  return fig
+
+
 # ----------------------------------------------------------------------------------- shared summaries
 # Tables, sign tests and plots shared by the experiments' summary.md files (rows as common.row builds them).
 

@@ -60,8 +60,14 @@ def test_nn_and_metrics_hold_no_training_or_method_code():
 
 
 def test_configs_import_only_ml_collections_and_common():
-  ok = ("ml_collections", "configs.common", "configs")
+  # A method's `defaults` module (plain data) is the one source of its hyper-parameters; a config may read it.
+  ok = ("ml_collections", "configs.common", "configs") + tuple(f"jaxml.{m}.defaults" for m in METHODS)
   assert not _violations("configs", lambda n: not any(_under(n, o) for o in ok))
+
+
+def test_defaults_modules_hold_plain_data():
+  for path in ROOT.glob("jaxml/*/defaults.py"):
+    assert _imports(path) <= {"typing"}, f"{path.relative_to(ROOT)} imports {_imports(path) - {'typing'}}"
 
 
 def test_the_checker_catches_a_violation(tmp_path):

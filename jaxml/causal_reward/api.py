@@ -22,6 +22,7 @@ import optax
 
 from jaxml import core
 from jaxml.causal_reward import baselines, losses
+from jaxml.causal_reward.defaults import default_config
 from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM, adversary_mlp
 
 __all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "resolve", "make_method",
@@ -32,28 +33,6 @@ KINDS = FACTORED_KINDS + ("vanilla", "oracle", "odin", "covariate", "vib", "rrm"
 ADV_MODES = ("grl", "alternating")
 # Loss weights that enter the jitted step as arrays (`batch["hp"]`).
 WEIGHTS = ("adv_weight", "rec", "orth", "beta_c", "aux", "adv2", "dec", "odin_weight", "vib_beta", "rrm_weight")
-
-
-def default_config() -> dict[str, Any]:
-  """The spec's model and loss defaults (section 1, 2 and the corrections of section 9)."""
-  return {
-      "kind": "crm_n", "dim": 64, "num_cues": 2,
-      "trunk_hidden": 128, "trunk_out": 64, "d_c": 16, "d_n": 16, "adv_hidden": 32, "dec_hidden": 128,
-      "norm_c": False,            # spec 9.1: a norm on z_c bounds the reward (ablation: True)
-      "norm_n": True,
-      "adv_weight": 1.0,          # lambda_adv (0 = ablation without adversary)
-      "adv_target": "pref",       # "pref" (BT on a) or "reward" (regress a on stop_grad(r))
-      "adv_mode": "grl",          # "grl" or "alternating" (k adversary steps on frozen z_n, then the encoder)
-      "adv_steps": 5, "adv_inner_lr": 0.1,   # alternating: inner SGD steps and rate
-      "adv_condition": False,     # CRM-N: the adversary also sees the cues (conditional adversary)
-      "adv_lr_mult": 10.0,        # adversary optimiser group's rate = optim.lr * adv_lr_mult
-      "lam_max": 1.0, "gamma": 10.0, "schedule": "dann",
-      "rec": 0.1, "orth": 0.01, "beta_c": 0.0,
-      "aux": 1.0, "adv2": 1.0, "dec": 1.0,    # CRM-N weights of L_aux, L_adv2, L_dec
-      "odin_cues": (0,), "odin_weight": 1.0,
-      "vib_beta": 1e-2, "vib_latent": 16,
-      "rrm_weight": 1.0,
-  }
 
 
 def resolve(config: Mapping[str, Any]) -> dict[str, Any]:

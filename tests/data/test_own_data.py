@@ -86,8 +86,9 @@ def test_preferences_jsonl_reader(tmp_path, dialogue):
 
 def test_preferences_jsonl_causal_reward_text_smoke(tmp_path):
   path = own_data.make_preferences_jsonl(tmp_path / "prefs.jsonl", n=40)
-  results = _run("causal_reward", "causal_reward.py:smoke:text=true,synthetic=false", tmp_path / "run",
+  results = _run("causal_reward", "causal_reward.py:text", tmp_path / "run",
                  f"--config.text.path={path}", "--config.text.methods=('vanilla',)",
+                 "--config.text.epochs=2", "--config.text.num_seeds=1", "--config.text.batch_size=8",
                  f"--config.text.cache_dir={tmp_path / 'cache'}")
   methods = {r["method"] for r in results["rows"]}
   assert "vanilla" in methods and not methods & {"crm_u", "crm_n"}       # text.methods was honoured

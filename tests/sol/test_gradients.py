@@ -17,7 +17,8 @@ def _setup(variant):
   labels = np.arange(16) % 4
   method = api.make_method(CFG, variant)
   params = method.init(jax.random.key(0), {"x": x[:8]})
-  extra = api.init_extra(CFG, params, x, labels, variant)
+  refresh = api.make_refresh_fn(CFG, variant)
+  extra = api.init_extra(CFG, params, x, labels, refresh, x[:4], labels[:4])
   batch = {"x": jnp.asarray(x[:8]), "idx": jnp.arange(8, dtype=jnp.int32)}
   return method, params, extra, batch
 
