@@ -74,9 +74,8 @@ def _trainers(config, names, dim: int, num_cues: int) -> dict[str, crm.Trainer]:
 
 
 def _fit(config, trainer, data, *, seed, epochs, batch_size, name, workdir, writer, mesh):
-  ckpt = os.path.join(workdir, "checkpoints", name) if config.checkpoint_every else None
   return crm.train(trainer, data, seed=seed, epochs=epochs, batch_size=batch_size, name=name, writer=writer,
-                   log_every=config.log_every, mesh=mesh, checkpoint_dir=ckpt, checkpoint_every=config.checkpoint_every,
+                   log_every=config.log_every, mesh=mesh, workdir=workdir, checkpoint_every=config.checkpoint_every,
                    steps_per_dispatch=config.steps_per_dispatch)
 
 

@@ -83,7 +83,7 @@ def make_probe_trainer(task: str, dim: int, *, hidden: int = 64, lr: float = 3e-
     return 0.5 * jnp.mean(err * err), {}
 
   method = core.Method(init=lambda rng, b: module.init(rng, b["h_w"][:2]), loss_fn=loss_fn)
-  return trainer._replace(method=method, step=core.make_train_step(loss_fn, trainer.optimizer))
+  return trainer._replace(method=method, core=core.make_trainer(method, {}, optimizer=trainer.optimizer))
 
 
 def _fit_probe(trainer, data, seed, steps, batch_size):

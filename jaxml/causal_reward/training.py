@@ -1,4 +1,4 @@
-"""Training of every causal reward model (GRL-lambda schedule included) through `core.fit`.
+"""Training of every causal reward model (GRL-lambda schedule included) through `core.train`.
 
     trainer = make_trainer({"kind": "crm_n", "dim": 64}, {"name": "adamw", "lr": 1e-3, ...})
     out = train(trainer, {"h_w": ..., "h_l": ..., "t_w": ..., "t_l": ...}, seed=0, epochs=10, batch_size=256)
@@ -9,7 +9,6 @@ in the loss weights of `api.WEIGHTS`, passed as `hp`) reuses one compilation: th
 and the weights travel in the batch as arrays, computed on the host from the step.
 """
 
-import time
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
@@ -29,7 +28,7 @@ class Trainer(NamedTuple):
   config: dict[str, Any]                     # resolved model config
   method: core.Method
   optimizer: optax.GradientTransformation
-  step: Callable                             # pure train step; the same object for every call
+  core: core.Trainer                         # compiled-once step (the same object for every call)
   reward: Callable                           # inference reward fn(params, h [N, D]) -> [N]; one object
 
 
@@ -48,7 +47,7 @@ def make_trainer(config: Mapping[str, Any], optim: Mapping[str, Any]) -> Trainer
   cfg = api.resolve(config)
   method = api.make_method(cfg)
   optimizer = api.make_optimizer(cfg, optim)
-  return Trainer(cfg, method, optimizer, core.make_train_step(method.loss_fn, optimizer), api.make_reward_fn(cfg))
+  return Trainer(cfg, method, optimizer, core.make_trainer(method, {}, optimizer=optimizer), api.make_reward_fn(cfg))
 
 
 def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) -> Callable[[int], dict]:
@@ -69,13 +68,13 @@ def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) 
 def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
           hp: Mapping[str, float] | None = None, val: Mapping[str, np.ndarray] | None = None,
           writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
-          progress: bool = False, mesh=None, checkpoint_dir: str | None = None, checkpoint_every: int = 0,
+          progress: bool = False, mesh=None, workdir: str | None = None, checkpoint_every: int = 0,
           steps_per_dispatch: int = 0) -> TrainOutput:
   """Trains `trainer`'s model on `data` (keys of `TRAIN_KEYS` that are present) for `epochs`.
 
   hp: loss weights (names in `api.WEIGHTS`) overriding the trainer's config for this run; the
   GRL strength lambda(step) follows the config's schedule (lam_max, gamma, schedule).
-  checkpoint_dir / checkpoint_every > 0: orbax checkpoints there, and a rerun resumes from them.
+  workdir with checkpoint_every > 0: orbax checkpoints in `<workdir>/checkpoints/<name>`; a rerun resumes.
   """
   cfg = trainer.config
   unknown = sorted(set(hp or {}) - set(api.WEIGHTS))
@@ -98,20 +97,13 @@ def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs
       b["grl_lambda"] = np.full(batch_size, lam, np.float32)
     return b
 
-  params = trainer.method.init(jax.random.key(seed), base(0))
-  state = core.create_train_state(params, trainer.optimizer, seed)
-  eval_kw = {}
-  if val is not None:
-    vb = {k: np.asarray(val[k]) for k in ("h_w", "h_l")}
-    eval_kw = dict(eval_step=core.make_eval_step(trainer.method.eval_fn), eval_batches=lambda: [vb], eval_every=0)
-  t0 = time.perf_counter()
-  manager = core.make_manager(checkpoint_dir) if checkpoint_dir and checkpoint_every > 0 else None
-  result = core.fit(state, trainer.step, batches, num_steps=total, log_every=min(log_every, total), writer=writer,
-                    name=name, progress=progress, mesh=mesh, checkpoint_manager=manager,
-                    checkpoint_every=checkpoint_every if manager else 0, steps_per_dispatch=steps_per_dispatch,
-                    **eval_kw)
-  return TrainOutput(result.state.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
-                     time.perf_counter() - t0, total)
+  loop = {"num_steps": total, "log_every": min(log_every, total), "eval_every": 0,
+          "checkpoint_every": checkpoint_every if workdir else 0, "steps_per_dispatch": steps_per_dispatch}
+  val_batch = None if val is None else {k: np.asarray(val[k]) for k in ("h_w", "h_l")}
+  result = core.train(trainer.core, batches, loop, workdir=workdir if checkpoint_every > 0 else None, name=name,
+                      seed=seed, eval_batches=val_batch, mesh=mesh, writer=writer, progress=progress)
+  return TrainOutput(result.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
+                     result.wall_s, total)
 
 
 def predict(fn: Callable, params: Any, x: np.ndarray, chunk: int = 16384) -> Any:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxml import causal_reward as crm
+from jaxml import core
 from jaxml.data import spurious_prefs as sp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,9 +52,10 @@ def test_one_compiled_step_serves_every_seed_and_weight(monkeypatch):
 
   def counting_step(state, batch):
     traces.append(1)
-    return trainer.step(state, batch)
+    return trainer.core.train_step(state, batch)
 
-  counted = trainer._replace(step=counting_step)
+  counted = trainer._replace(core=trainer.core._replace(train_step=counting_step,
+                                                        multi_step=core.make_multi_step(counting_step)))
   a = crm.train(counted, bench["train"], seed=0, epochs=1, batch_size=128)
   b = crm.train(counted, bench["train"], seed=1, epochs=2, batch_size=128, hp={"dec": 0.0, "rec": 0.3})
   assert len(traces) == 1
