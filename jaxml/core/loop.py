@@ -222,7 +222,7 @@ def fit(state: TrainState,
       if select.metric not in like:
         raise ValueError(f"selection metric {select.metric!r} is not an eval output; have {sorted(like)}")
       chosen = state.ema_params if state.ema_params is not None else state.params
-      state = state.replace(best=sel.init_selection(select, chosen, like[select.metric].shape))
+      state = state.replace(best=sel.init_selection(select, chosen, like[select.metric].shape, state.extra))
   state, resumed = ckpt.restore_or_init(checkpoint_manager, state)
   start = int(jax.device_get(state.step))
   resumed_from = start if resumed else None
@@ -306,19 +306,8 @@ def fit(state: TrainState,
           if writer is not None:
             writer.write(done, {f"eval/{k_}": v for k_, v in eval_metrics.items()})
 
-        if select is not None and (done % sel_every == 0 or last):
-          if eval_history is None:
-            _, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
-          value = _batch_mean(eval_history, select.metric)
-          chosen = state.ema_params if state.ema_params is not None else state.params
-          record, stopped = sel.selection_update(select, state.best, chosen, value, done)
-          state = state.replace(best=shd.replicate(record, mesh, shardings.best))
-          if writer is not None:
-            writer.write(done, {f"select/{select.metric}": float(np.mean(value)),
-                                "select/best": float(np.mean(np.asarray(jax.device_get(record.metric))))})
-
-        # Hooks run before the checkpoint of the same step, so a state they change (e.g. SOL
-        # centroids refreshed every epoch) is what gets saved and resume stays exact.
+        # Hooks run before selection and the checkpoint of the same step, so a state they change
+        # (e.g. SOL centroids refreshed every epoch) is what is selected and saved; resume stays exact.
         for hook in hooks if not stopped else ():
           if done % hook.every == 0:
             try:
@@ -328,8 +317,21 @@ def fit(state: TrainState,
               new_state = e.state
             if new_state is not None:
               state = shd.replicate(new_state, mesh, shardings)
+              eval_history = None           # the evaluated state changed
             if stopped:
               break
+
+        if select is not None and (done % sel_every == 0 or last):
+          if eval_history is None:
+            _, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
+          value = _batch_mean(eval_history, select.metric)
+          chosen = state.ema_params if state.ema_params is not None else state.params
+          record, out_of_patience = sel.selection_update(select, state.best, chosen, value, done, state.extra)
+          stopped = stopped or out_of_patience
+          state = state.replace(best=shd.replicate(record, mesh, shardings.best))
+          if writer is not None:
+            writer.write(done, {f"select/{select.metric}": float(np.mean(value)),
+                                "select/best": float(np.mean(np.asarray(jax.device_get(record.metric))))})
         if stopped:
           if main and progress:
             print(f"[{name}] stopped early at step {done}", flush=True)

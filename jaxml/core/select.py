@@ -25,12 +25,15 @@ class Selection(NamedTuple):
   every: steps between checks (0: the loop's `eval_every`).
   patience: > 0 stops training after this many checks in a row without improvement
     (per member for a vector metric; training ends when all have stopped). 0: never stops.
+  keep_extra: also keep the state's non-trainable `extra` of the best step (e.g. SOL's
+    centroids and training embeddings, which its decoders need); scalar metrics only.
   """
 
   metric: str
   mode: str = "max"
   every: int = 0
   patience: int = 0
+  keep_extra: bool = False
 
 
 class SelectionState(NamedTuple):
@@ -40,6 +43,7 @@ class SelectionState(NamedTuple):
   metric: jax.Array       # best metric value (±inf before the first check)
   step: jax.Array         # int32 step of the best parameters (0: the initial ones)
   bad: jax.Array          # int32 checks in a row without improvement
+  extra: Any = None       # the state's `extra` at the best step (`Selection.keep_extra`)
 
 
 def _check(select: Selection) -> None:
@@ -49,13 +53,17 @@ def _check(select: Selection) -> None:
     raise ValueError(f"Selection.every and .patience must be >= 0, got {select.every}, {select.patience}")
 
 
-def init_selection(select: Selection, params: Any, metric_shape: tuple[int, ...]) -> SelectionState:
+def init_selection(select: Selection, params: Any, metric_shape: tuple[int, ...],
+                   extra: Any = None) -> SelectionState:
   """A fresh record: the initial parameters at ±inf, so the first finite check improves on it."""
   _check(select)
+  if select.keep_extra and metric_shape:
+    raise ValueError(f"Selection.keep_extra needs a scalar metric; {select.metric!r} has shape {metric_shape}")
   worst = -np.inf if select.mode == "max" else np.inf
   return SelectionState(params=jax.tree.map(jnp.copy, params),
                         metric=jnp.full(metric_shape, worst, jnp.float32),
-                        step=jnp.zeros(metric_shape, jnp.int32), bad=jnp.zeros(metric_shape, jnp.int32))
+                        step=jnp.zeros(metric_shape, jnp.int32), bad=jnp.zeros(metric_shape, jnp.int32),
+                        extra=jax.tree.map(jnp.copy, extra) if select.keep_extra else None)
 
 
 @jax.jit
@@ -68,7 +76,7 @@ def _take_where(better: jax.Array, new: Any, old: Any) -> Any:
 
 
 def selection_update(select: Selection, record: SelectionState, params: Any, value: np.ndarray,
-                     step: int) -> tuple[SelectionState, bool]:
+                     step: int, extra: Any = None) -> tuple[SelectionState, bool]:
   """One check: (new record, whether training should stop). `value` is the host metric.
 
   A NaN metric never counts as an improvement. Members that have stopped keep their record.
@@ -81,12 +89,14 @@ def selection_update(select: Selection, record: SelectionState, params: Any, val
   stopped = bad >= select.patience if select.patience else np.zeros(best.shape, bool)
   better = improved & ~stopped
   new_bad = np.where(better, 0, np.where(stopped, bad, bad + 1)).astype(np.int32)
-  new_params = record.params
+  new_params, new_extra = record.params, record.extra
   if better.any():
     new_params = _take_where(jnp.asarray(better), params, record.params)
+    if select.keep_extra:
+      new_extra = jax.tree.map(jnp.copy, extra)
   new = SelectionState(params=new_params, metric=jnp.asarray(np.where(better, value, best)),
                        step=jnp.asarray(np.where(better, step, best_step).astype(np.int32)),
-                       bad=jnp.asarray(new_bad))
+                       bad=jnp.asarray(new_bad), extra=new_extra)
   return new, selection_stopped(select, new)
 
 

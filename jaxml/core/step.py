@@ -47,12 +47,14 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
   return train_step
 
 
-def make_eval_step(eval_fn: EvalFn, *, use_ema: bool = False) -> Callable[[TrainState, Batch], Metrics]:
-  """Returns `eval_step(state, batch) -> metrics` evaluating params (or the EMA copy)."""
+def make_eval_step(eval_fn: EvalFn, *, use_ema: bool = False,
+                   uses_extra: bool = False) -> Callable[[TrainState, Batch], Metrics]:
+  """Returns `eval_step(state, batch) -> metrics` evaluating params (or the EMA copy); with
+  `uses_extra`, `eval_fn(params, batch, state.extra)`."""
 
   def eval_step(state: TrainState, batch: Batch) -> Metrics:
     params = state.ema_params if use_ema else state.params
-    return eval_fn(params, batch)
+    return eval_fn(params, batch, state.extra) if uses_extra else eval_fn(params, batch)
 
   return eval_step
 

@@ -78,6 +78,7 @@ class TrainResult(NamedTuple):
   steps_per_dispatch: int = 1
   stopped_early: bool = False
   best: SelectionState | None = None  # host copy of the record without params (per-member arrays)
+  extra: Any = None                  # the state's `extra` at the selected step (Selection.keep_extra), else final
 
 
 def _get(cfg: Any, key: str, default: Any = None) -> Any:
@@ -107,7 +108,8 @@ def make_trainer(method: Method, config: Mapping[str, Any], *,
   ema = _get(config, "ema_decay", None)
   ema = float(ema) if ema else None
   train_step = make_train_step(method.loss_fn, optimizer, ema_decay=ema, uses_extra=method.init_extra is not None)
-  eval_step = make_eval_step(method.eval_fn, use_ema=ema is not None) if method.eval_fn is not None else None
+  eval_step = (make_eval_step(method.eval_fn, use_ema=ema is not None, uses_extra=method.eval_uses_extra)
+               if method.eval_fn is not None else None)
   return Trainer(method, optimizer, train_step, make_multi_step(train_step), eval_step, ema)
 
 
@@ -200,6 +202,7 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
     record = SelectionState(params=None, metric=metric, step=step, bad=bad)
   else:
     params = final.ema_params if final.ema_params is not None else final.params
+  extra_out = final.best.extra if select is not None and select.keep_extra and final.best is not None else final.extra
   return TrainResult(final, params, result.train_metrics, result.eval_metrics, best_step, best_metric,
                      result.steps_per_s, wall, result.resumed_from, result.steps_per_dispatch,
-                     result.stopped_early, record)
+                     result.stopped_early, record, extra_out)

@@ -22,7 +22,8 @@ class Method(NamedTuple):
   loss_fn(params, batch, rng) -> (loss, aux)             aux: dict of scalar arrays; when
       `init_extra` is set: loss_fn(params, batch, rng, extra) -> (loss, aux), where `extra`
       is non-trainable state that only host hooks change (e.g. SOL's class centroids)
-  eval_fn(params, batch) -> metrics                      dict of arrays, no host sync
+  eval_fn(params, batch) -> metrics                      dict of arrays, no host sync; with
+      `eval_uses_extra`: eval_fn(params, batch, extra) (e.g. decoders that read centroids)
   predict_fn(params, batch) -> predictions               optional, for users of the trained model
   init_extra(rng, params) -> extra                       optional non-trainable state
   hooks(ctx) -> sequence of core.Hook                    optional host callbacks the method needs,
@@ -39,3 +40,4 @@ class Method(NamedTuple):
   init_extra: Callable[[PRNGKey, Params], Any] | None = None
   hooks: Callable[[Any], Sequence[Any]] | None = None
   frozen: tuple[str, ...] = ()
+  eval_uses_extra: bool = False

@@ -83,6 +83,29 @@ def test_selection_per_member_and_early_stopping():
   assert result.stopped_early and int(result.state.step) == 8   # member 2's last bad check is step 8
 
 
+def test_selection_sees_extra_after_hooks_and_keeps_it():
+  """A hook sets extra['shift'] = step; the eval reads it (eval_uses_extra), so the score
+  -(w + shift - 10)^2 with w = step peaks at step 5, and the record keeps extra of step 5."""
+  base = _ramp([1.0], vector=False)
+
+  def eval_fn(params, batch, extra):
+    return {"score": -jnp.sum((params["w"] + extra["shift"] - batch["target"]) ** 2)}
+
+  def shift(step, st):
+    return st.replace(extra={"shift": jnp.float32(step)})
+
+  method = base._replace(eval_fn=eval_fn, eval_uses_extra=True,
+                         init_extra=lambda rng, p: {"shift": jnp.float32(0.0)}, hooks=lambda ctx: [core.Hook(1, shift)])
+  method = method._replace(loss_fn=lambda p, b, r, e: base.loss_fn(p, b, r))
+  result = core.train(method, ROWS, RAMP_CONFIG, eval_batches={"target": np.float32(10.0)},
+                      select=core.Selection("score", "max", keep_extra=True), progress=False)
+  assert result.best_step == 5 and float(result.params["w"][0]) == 5.0
+  assert float(result.extra["shift"]) == 5.0 and float(result.state.extra["shift"]) == 12.0
+  with pytest.raises(ValueError, match="keep_extra needs a scalar metric"):
+    core.train(_ramp([1.0, 2.0], vector=True), ROWS, RAMP_CONFIG, eval_batches={"target": np.float32(1.0)},
+               select=core.Selection("score", keep_extra=True), progress=False)
+
+
 def test_early_stopping_stops_and_stays_stopped_on_rerun(tmp_path):
   config = dict(RAMP_CONFIG, checkpoint_every=4)
   kwargs = dict(eval_batches={"target": np.float32(3.0)}, select=core.Selection("score", patience=2),
