@@ -55,17 +55,28 @@ def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: 
          "log_every": int(train_config.get("log_every", 10 ** 9) or 10 ** 9),
          "checkpoint_every": int(train_config.get("checkpoint_every", 0) or 0),
          "steps_per_dispatch": int(train_config.get("steps_per_dispatch", 0) or 0),
-         "eval_every": select_every}
+         "eval_every": 0 if learner.batch_kind == "pairs" else select_every}
   if train_config.get("mesh") is not None:
     cfg["mesh"] = dict(train_config["mesh"])
   method = learner.method
-  if learner.batch_kind == "pairs":   # the loss reads `extra`; fit() passes it (data-dependent)
-    method = method._replace(init_extra=_extra_from_fit)
+  if learner.batch_kind == "pairs":   # the loss and the decoders read `extra`; fit() passes it (data-dependent)
+    method = method._replace(init_extra=_extra_from_fit, eval_fn=_decoder_maes(learner), eval_uses_extra=True)
   return Trainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
 
 
 def _extra_from_fit(rng: jax.Array, params: Any) -> Any:
   raise ValueError("SOL's extra state depends on the data: train through jaxml.sol.fit")
+
+
+def _decoder_maes(learner: RankLearner) -> Callable:
+  """Validation MAE of every decoder (`mae_<name>`) and the best of them (`mae`, what is selected)."""
+
+  def eval_fn(params: Any, batch: Mapping[str, jax.Array], extra: Any) -> dict[str, jax.Array]:
+    pred = learner.decode(params, extra, batch["x"])
+    maes = jnp.mean(jnp.abs(pred - batch["y"][None, :]).astype(jnp.float32), axis=1)
+    return {"mae": jnp.min(maes), **{f"mae_{d}": maes[i] for i, d in enumerate(learner.decoders)}}
+
+  return eval_fn
 
 
 def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
@@ -124,39 +135,24 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
   else:
     batches = plain_batches(x_train, y_train, 2 * b, seed=seed)
     params = learner.method.init(rng, batches(0))
-
-  best: dict[str, Any] = {"mae": np.inf}
+    extra = None
 
   def score(st: core.TrainState) -> dict[str, float]:
     pred = np.asarray(learner.decode(st.params, st.extra, x_val_d))
     return {d: float(np.mean(np.abs(p - np.asarray(y_val)))) for d, p in zip(learner.decoders, pred)}
 
-  def select(step: int, st: core.TrainState) -> None:
-    """SOL's decoders read `extra` (centroids, training embeddings and labels), which core's
-    Selection (eval_fn(params, batch)) cannot see, so the SOL family keeps its record here."""
-    maes = score(st)
-    dec = min(maes, key=maes.get)
-    if maes[dec] < best["mae"]:
-      best.update(mae=maes[dec], decoder=dec, step=step, maes=maes,
-                  params=jax.device_get(st.params), extra=jax.device_get(st.extra))
-
-  batch_cfg = trainer.train_config
-  if learner.batch_kind == "pairs":
-    hooks.append(core.Hook(trainer.select_every, select))
-    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
-                        extra=extra, hooks=hooks, progress=False)
-    final_state = result.state
-    if trainer.steps % trainer.select_every:
-      select(trainer.steps, final_state)
-  else:
-    val = {"x": np.asarray(x_val), "y": np.asarray(y_val, np.int32)}
-    result = core.train(trainer.core_trainer, batches, batch_cfg, name=name, seed=seed, init_params=params,
-                        eval_batches=[val], select=core.Selection("mae", "min", every=trainer.select_every),
-                        progress=False)
-    final_state = result.state
-    best_state = final_state.replace(params=result.params)
-    best.update(step=result.best_step, params=jax.device_get(result.params), extra=None,
-                decoder=learner.decoders[0], maes=score(best_state))
+  # One selection mechanism for all (core.Selection, after the step's refresh hook): the SOL family's
+  # decoders read `extra`, so its record keeps `extra` of the best step too; the decoder is the best one there.
+  val = {"x": np.asarray(x_val), "y": np.asarray(y_val, np.int32)}
+  pairs = learner.batch_kind == "pairs"
+  select = core.Selection("mae", "min", every=trainer.select_every, keep_extra=pairs)
+  result = core.train(trainer.core_trainer, batches, trainer.train_config, name=name, seed=seed, init_params=params,
+                      extra=extra, hooks=hooks, eval_batches=[val], select=select, progress=False)
+  final_state = result.state
+  best_extra = jax.device_get(result.extra) if pairs else None
+  maes = score(final_state.replace(params=result.params, extra=best_extra))
+  best = {"params": jax.device_get(result.params), "extra": best_extra, "step": result.best_step, "maes": maes,
+          "decoder": min(maes, key=maes.get) if pairs else learner.decoders[0]}
   final = score(final_state)
   return Fitted(best["params"], best["extra"], best["decoder"], int(best["step"]), best["maes"], final,
                 refreshes, result.wall_s, result.steps_per_s)
