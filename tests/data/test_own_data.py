@@ -53,7 +53,8 @@ def test_uci_folder_reader_and_smile_smoke(tmp_path):
   assert d["x_train"].shape[1] == 3 and len(d["y_train"]) + len(d["y_valid"]) + len(d["y_test"]) == 80
   s = offline.load_uci(str(folder), 2, protocol="smile")
   assert (len(s["y_train"]), len(s["y_valid"]), len(s["y_test"])) == (56, 8, 16)
-  results = _run("smile_uci", f"smile_uci.py:smoke:datasets={folder},methods=map+smile", tmp_path / "run")
+  results = _run("smile_uci", f"smile_uci.py:smoke:datasets={folder},methods=map+smile,members=1,budget_epochs=10",
+                 tmp_path / "run")
   assert {(r["dataset"], r["method"]) for r in results["rows"]} == {(str(folder), "map"), (str(folder), "smile")}
   _finite_metrics(results["rows"], "lppd", "rmse")
 
