@@ -116,8 +116,10 @@ def run(config, workdir: str) -> list[dict]:
                                 rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
+        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
+                                                              "nonfinite") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
-              f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s", flush=True)
+              f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
   make_plot(rows, workdir)
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
