@@ -92,6 +92,11 @@ def _refresh(momentum: Any, key: jax.Array, half_step: jax.Array, L: float | jax
   return integrators.partially_refresh_momentum(momentum, key, half_step, L)
 
 
+def _ravel_state(state: integrators.IntegratorState) -> integrators.IntegratorState:
+  return integrators.IntegratorState(ravel_pytree(state.position)[0], ravel_pytree(state.momentum)[0],
+                                     state.logdensity, ravel_pytree(state.logdensity_grad)[0])
+
+
 def _bind(logdensity_fn: Callable[[Any, Any], jax.Array], minibatch: Any) -> Callable[[Any], jax.Array]:
   return lambda position: logdensity_fn(position, minibatch)
 
@@ -156,14 +161,18 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     else:
       kernel_key = jax.random.split(rng, 3)[0]
       refresh_key1, refresh_key2 = jax.random.split(kernel_key)
-    target = _bind(logdensity_fn, minibatch)
+    # The step works on raveled vectors: one op per update instead of one per parameter leaf (the
+    # per-leaf version compiled to ~2x the fused ops, a fixed cost that showed at small batch).
+    tree_target = _bind(logdensity_fn, minibatch)
+    _, unravel = ravel_pytree(state.integrator.position)
+    target = lambda z: tree_target(unravel(z))
     use_pre = state.variant[0] if dynamic else precondition
     use_tuner = state.variant[1] if dynamic else tuned
     if dynamic:
       imm = jnp.where(use_pre, adapt.precond_inverse_mass(state.precond, precond), 1.0)
     else:
       imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
-    old = state.integrator
+    old = _ravel_state(state.integrator)
     if (dynamic or tuned) and tuner.tuner == "energy_var":
       # ℓ_old and g_old on the current batch (+1 batch gradient): ΔE is then the integration error
       # of one fixed potential, which MCLMC's absolute Var[ΔE]/d target is about.
@@ -220,6 +229,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       pre = state.precond
     info = SmileInfo(logdensity=out.logdensity, kinetic_change=jnp.where(ok, kinetic_change, 0.0),
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
+    out = integrators.IntegratorState(unravel(out.position), unravel(out.momentum), out.logdensity,
+                                      unravel(out.logdensity_grad))
     return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
 
   return Sampler(init, step, 3 if ((dynamic or tuned) and tuner.tuner == "energy_var") else 2)
