@@ -1,12 +1,14 @@
 """pSMILE vs SGLD throughput in per-example gradient evaluations per second (PEG/s), one run.
 
 Same BNN (16-16-16 ReLU -> mu + global log sigma, d = 706 for 8 inputs), same data (synthetic,
-N = 4096), same batch (64) and number of vmapped chains (8), same PEG budget per chain. Both
-samplers run through the same jitted lax.scan runner; the compile is excluded (each runner is
-called once to compile, then timed over `repeats` calls, best time kept). Prints the ratio
-last as `peg_per_s_ratio=<x>` (pSMILE PEG/s ÷ SGLD PEG/s).
+N = 4096), same number of vmapped chains (8), same PEG budget per chain, for each batch size in
+`--batch` (default 64 and 256, both measured in this one run). Both samplers run through the same
+jitted lax.scan runner; compiles are excluded (each runner is called once to compile), then the
+two samplers are timed in alternation over `repeats` rounds (so load changes on a shared machine hit
+both alike) and the best time of each is kept. Prints one `ratio_b<b>=<x>` line per batch size and,
+last, `peg_per_s_ratio=<x>` (pSMILE PEG/s ÷ SGLD PEG/s) for the first batch size (the default 64).
 
-  python benchmarks/smile_cost.py [--epochs 40] [--repeats 3]
+  python benchmarks/smile_cost.py [--epochs 40] [--repeats 5] [--batch 64,256]
 """
 
 import argparse
@@ -22,9 +24,9 @@ from jaxml.smile import baselines, chains, kernel, targets
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--epochs", type=int, default=40, help="PEG budget per chain, in epochs")
-  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--chains", type=int, default=8)
-  parser.add_argument("--batch", type=int, default=64)
+  parser.add_argument("--batch", type=str, default="64,256", help="comma-separated batch sizes; the first is reported")
   args = parser.parse_args()
 
   n, p = 4096, 8
@@ -36,22 +38,28 @@ def main() -> None:
   logd = targets.make_minibatch_logdensity(model.apply, data_size=n)
   starts = jax.vmap(lambda r: model.init(r, data["x"][:1]))(jax.random.split(jax.random.key(0), args.chains))
   budget = args.epochs * n
-  rates = {}
-  for name, kern in [("psmile", chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3))),
-                     ("sgld", baselines.sgld_kernel(logd, step_size=1e-5))]:
-    steps = budget // (kern.grads_per_step * args.batch)
-    runner = chains.make_chain_runner(kern, num_chains=args.chains, data_size=n, batch_size=args.batch,
-                                      num_warmup=0, num_samples=10, thin=steps // 10)
-    jax.block_until_ready(runner(starts, data, jax.random.key(1)).positions)   # compile
-    best = float("inf")
-    for r in range(args.repeats):
-      t0 = time.perf_counter()
-      res = runner(starts, data, jax.random.key(2 + r))
+  ratios = {}
+  for b in (int(v) for v in args.batch.split(",")):
+    runners, best, peg = {}, {}, {}
+    for name, kern in [("psmile", chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3))),
+                       ("sgld", baselines.sgld_kernel(logd, step_size=1e-5))]:
+      steps = budget // (kern.grads_per_step * b)
+      runners[name] = chains.make_chain_runner(kern, num_chains=args.chains, data_size=n, batch_size=b,
+                                               num_warmup=0, num_samples=10, thin=steps // 10)
+      res = runners[name](starts, data, jax.random.key(1))   # compile
       jax.block_until_ready(res.positions)
-      best = min(best, time.perf_counter() - t0)
-    rates[name] = res.peg_per_chain * args.chains / best
-    print(f"{name}: {res.peg_per_chain * args.chains:.3g} PEG in {best:.3f}s -> {rates[name]:.3g} PEG/s", flush=True)
-  print(f"peg_per_s_ratio={rates['psmile'] / rates['sgld']:.3f}")
+      best[name], peg[name] = float("inf"), res.peg_per_chain * args.chains
+    for r in range(args.repeats):
+      for name, runner in runners.items():
+        t0 = time.perf_counter()
+        jax.block_until_ready(runner(starts, data, jax.random.key(2 + r)).positions)
+        best[name] = min(best[name], time.perf_counter() - t0)
+    rates = {name: peg[name] / best[name] for name in runners}
+    for name in runners:
+      print(f"b={b} {name}: {peg[name]:.3g} PEG in {best[name]:.3f}s -> {rates[name]:.3g} PEG/s", flush=True)
+    ratios[b] = rates["psmile"] / rates["sgld"]
+    print(f"ratio_b{b}={ratios[b]:.3f}", flush=True)
+  print(f"peg_per_s_ratio={next(iter(ratios.values())):.3f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@
 
 Presets
   smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (CI, < 1 min).
+  ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members
+         (σ = 1 loss, 200 epochs), 10 chains x (50k warmup + 10k sampling) SMILE steps, thin 10, ε grid by
+         validation LPPD, likelihood scale ⌊N/b⌋, no r clamp, no ε-halving (non-finite steps counted);
+         baselines at equal PEG, full-batch MCLMC at 50k + 10k steps. `budget_scale=x` scales the steps
+         (CPU reductions), e.g. configs/smile_uci.py:ref:datasets=energy,splits=1,budget_scale=0.1
   A      airfoil, energy, bikesharing on the 70/10/20 `index_smile_*` splits 1-3 (anchor-comparable,
          standardised targets); 16-16-16 ReLU -> mu + global log sigma. CPU-sized: the per-chain
          budget is `budget_epochs` epochs of per-example gradients (spec default 1000; reduced here).
@@ -23,9 +28,13 @@ import ml_collections
 
 from configs import common
 
-PRESETS = ("smoke", "A", "B", "paper")
+PRESETS = ("smoke", "A", "B", "ref", "paper")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
+# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (both tuners) beside it.
+REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile", "psmile_ev", "sgld", "csgld", "sghmc",
+               "mclmc_native")
+REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
 
 
 def _tuple(text: str, kind=str) -> tuple:
@@ -33,25 +42,29 @@ def _tuple(text: str, kind=str) -> tuple:
 
 
 def get_config(arg=None):
-  preset, arg = common.parse_arg(arg, PRESETS, datasets="", splits="", methods="", budget_epochs=0, members=0)
+  preset, arg = common.parse_arg(arg, PRESETS, datasets="", splits="", methods="", budget_epochs=0, members=0,
+                                 budget_scale=1.0, protocol="", member_epochs=0)
   config = common.base_config()
   config.preset = preset
-  paper = preset == "paper"
+  paper, ref = preset == "paper", preset == "ref"
   s = ml_collections.ConfigDict()
-  s.protocol = {"smoke": "standard", "A": "smile", "B": "standard", "paper": "tfds"}[preset]
-  s.methods = _tuple(arg.methods) if arg.methods else (ALL_METHODS if not paper else ("psmile", "sgld"))
+  s.protocol = arg.protocol or {"smoke": "standard", "A": "smile", "B": "standard", "ref": "smile", "paper": "tfds"}[preset]
+  s.methods = _tuple(arg.methods) if arg.methods else (
+      ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)
   s.prior_scale = 1.0
   # Ensemble members (MAP / DE / chain starts): config.optim (adamw) through core.train; regression
   # members are restored to their best validation epoch.
   config.optim.update(name="adamw", lr=1e-3 if paper else 1e-2, weight_decay=5e-3,
                       schedule="cosine" if paper else "constant")
-  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "paper": 4}[preset]
-  s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "paper": 20000}[preset]   # caps large sets
-  # Samplers: every sampler gets the same PEG per chain, budget_epochs x N.
-  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "paper": 300}[preset]   # spec: 1000
-  s.warmup_frac = 1.0 / 3.0 if paper else 0.5
-  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "paper": 100}[preset]      # kept per chain
+  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "ref": 10, "paper": 4}[preset]
+  # ref: no step cap (200 epochs of bikesharing = 38k steps).
+  s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "ref": 10 ** 6, "paper": 20000}[preset]
+  # Samplers: every sampler gets the same PEG per chain, budget_epochs x N (or budget_steps SMILE steps).
+  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "ref": 1, "paper": 300}[preset]
+  warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
+  s.warmup_frac = 1.0 / 3.0 if paper else warm_steps / (warm_steps + sample_steps) if ref else 0.5
+  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[preset]   # kept/chain
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
@@ -59,6 +72,8 @@ def get_config(arg=None):
     s.alpha = 0.1
     s.delta = 0.02
     s.beta = 0.01
+  if "psmile_ev" in methods:     # tuned pSMILE, tuner="energy_var": one ε₀, no grid
+    s.ev_step_size = (1e-3,)
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
@@ -74,20 +89,28 @@ def get_config(arg=None):
     config.smile = s
     return config
   s.datasets = _tuple(arg.datasets) if arg.datasets else {
-      "smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"),
+      "smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"), "ref": ("energy", "airfoil", "bikesharing"),
       "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht")}[preset]
-  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4)}[preset]
+  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4),
+                                                         "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2)}[preset]
   bikes = preset == "A" and "bikesharing" in s.datasets
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
-  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50)}[preset]
+  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50), "ref": (16, 16, 16)}[preset]
   s.noise = "global"
   s.member_batch = 64
-  s.member_epochs = {"smoke": 20, "A": 150, "B": 150}[preset]
-  # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256).
-  s.batch_size = 0
+  s.member_epochs = arg.member_epochs or {"smoke": 20, "A": 150, "B": 150, "ref": 200}[preset]
+  s.member_fixed_sigma = ref            # authors: members trained with σ = 1; log σ starts sampling at 0
+  # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256); ref: 256.
+  s.batch_size = 256 if ref else 0
+  # SMILE steps per chain (0: use budget_epochs); the other samplers get the same PEG. ref: 50k + 10k.
+  s.budget_steps = warm_steps + sample_steps if ref else 0
+  s.epoch_wise_sampling = False         # True: budget_steps counts epochs (authors' grid; 2-47x the steps)
+  s.likelihood_scale = "floor" if ref else "ratio"   # floor: ⌊N/b⌋ (authors), ratio: N/b
+  s.precond_clamp = not ref             # pSMILE r clamped to [0.1, 10] (ours; the authors have no clamp)
+  s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:
@@ -101,14 +124,14 @@ def get_config(arg=None):
   if methods & {"mclmc", "mclmc_native"}:
     s.mclmc_energy_var = 0.1
   if "mclmc_native" in methods:
-    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000}[preset]
-    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000}[preset]
-    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4}[preset]
+    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000, "ref": warm_steps}[preset]
+    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000, "ref": sample_steps}[preset]
+    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4, "ref": s.num_members}[preset]
     # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
     s.mclmc_native_override = ml_collections.ConfigDict(
         {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if bikes else {})
   s.rhat_points = 100
   s.coverage_draws = 1000
-  config.log_every = {"smoke": 100, "A": 500, "B": 500}[preset]
+  config.log_every = {"smoke": 100, "A": 500, "B": 500, "ref": 500}[preset]
   config.smile = s
   return config

@@ -39,13 +39,16 @@ class Plan(NamedTuple):
 
 
 _SMILE = {"smile_naive", "smile", "psmile_naive", "psmile"}
+_ALL_SMILE = _SMILE | {"psmile_ev"}
 # Pipeline keys by what runs: (condition on (methods, regression protocol), keys).
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
                                 "budget_epochs", "warmup_frac", "num_samples")),
          (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
-                               "rhat_points")),
+                               "rhat_points", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
+                               "likelihood_scale", "precond_clamp", "nonfinite_halving")),
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
-         (lambda m, reg: reg and bool(m & _SMILE), ("L", "same_batch_energy")),
+         (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
+         (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
          (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
          (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),
@@ -70,6 +73,7 @@ def plan(config) -> Plan:
   datasets, splits, budget, native = (), (), {}, {}
   if reg:
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
+    common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
     allowed = offline.UCI_SMILE_DATASETS if s.protocol == "smile" else tuple(
         d for d in offline.UCI_DATASETS if d not in ("airfoil", "bikesharing"))
     datasets, splits = tuple(s.datasets), tuple(int(i) for i in s.splits)
@@ -112,13 +116,16 @@ def run(config, workdir: str) -> list[dict]:
                                 rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
+        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
+                                                              "nonfinite") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
-              f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s", flush=True)
+              f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
   make_plot(rows, workdir)
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
           ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
-          ("final_step_size", "final eps"), ("step_size0", "eps0")]
+          ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
+          ("nonfinite", "non-finite")]
   with open(f"{workdir}/summary.md", "w") as f:
     f.write(report.mean_se_table(rows, smile.METHODS, cols, se_cols=("lppd", "rmse")))
   return rows

@@ -56,6 +56,7 @@ class TunerConfig(NamedTuple):
   target_energy_var: float = 5e-4  # energy_var: target of E[ΔE²]/d on the same batch
   energy_var_rate: float = 0.05   # energy_var: EMA rate of ΔE²/d
   energy_var_gain: float = 0.01   # energy_var: gain of the log-ε controller (per step)
+  nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
 
 
 class TunerState(NamedTuple):

@@ -23,9 +23,16 @@ def make_model(config: Any) -> targets.RegressionModel:
   return targets.make_regression_model(tuple(config.hidden), noise=config.get("noise", "global"))
 
 
-def member_nll(model: targets.RegressionModel, params: Any, x: jax.Array, y: jax.Array) -> jax.Array:
-  """Mean negative log-likelihood of one member: x [n, p], y [n] -> scalar."""
+def member_nll(model: targets.RegressionModel, params: Any, x: jax.Array, y: jax.Array,
+               fixed_sigma: bool = False) -> jax.Array:
+  """Mean negative log-likelihood of one member: x [n, p], y [n] -> scalar.
+
+  fixed_sigma: σ = 1 (the authors' member loss: squared error; a global log σ gets no gradient and
+  stays at its initial 0, which is where sampling starts it).
+  """
   mu, log_sigma = model.apply(params, x)
+  if fixed_sigma:
+    log_sigma = jnp.zeros_like(log_sigma)
   return -jnp.mean(targets.gaussian_loglik(y, mu, log_sigma))
 
 
@@ -35,9 +42,11 @@ def num_params(model: targets.RegressionModel, num_features: int) -> int:
 
 
 def make_method(config: Any) -> core.Method:
-  """config: ConfigDict-like with hidden (tuple), noise ('global'|'heteroscedastic'), num_members."""
+  """config: ConfigDict-like with hidden (tuple), noise ('global'|'heteroscedastic'), num_members
+  (and optionally member_fixed_sigma)."""
   model = make_model(config)
   k = int(config.num_members)
+  fixed = bool(config.get("member_fixed_sigma", False))
 
   def init(rng: jax.Array, batch: dict) -> Any:
     x = jnp.asarray(batch["x"])[0]
@@ -45,12 +54,12 @@ def make_method(config: Any) -> core.Method:
 
   def loss_fn(params: Any, batch: dict, rng: jax.Array):
     del rng
-    nll = jax.vmap(lambda p, x, y: member_nll(model, p, x, y))(params, batch["x"], batch["y"])
+    nll = jax.vmap(lambda p, x, y: member_nll(model, p, x, y, fixed))(params, batch["x"], batch["y"])
     return jnp.sum(nll), {"nll": jnp.mean(nll)}
 
   def eval_fn(params: Any, batch: dict) -> dict:
     """batch: x [n, p], y [n] shared by all members -> {"nll": [K]}."""
-    return {"nll": jax.vmap(lambda p: member_nll(model, p, batch["x"], batch["y"]))(params)}
+    return {"nll": jax.vmap(lambda p: member_nll(model, p, batch["x"], batch["y"], fixed))(params)}
 
   return core.Method(init, loss_fn, eval_fn)
 

@@ -46,6 +46,7 @@ class ChainResult(NamedTuple):
   step_size: jax.Array      # [C] final ε
   peg_per_chain: int
   states: Any
+  warmup_step_size: Any = None   # [W, C] ε at the end of every warmup block of `thin` steps
 
 
 def peg_per_step(grads_per_step: int, batch_size: int) -> int:
@@ -132,15 +133,16 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
     carry, (pos, logd, keep, eps) = jax.lax.scan(block, carry, jnp.arange(warm_blocks + num_samples))
     pos, logd, keep = jax.tree.map(lambda a: a[warm_blocks:], (pos, logd, keep))
     pos = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)
-    return pos, jnp.swapaxes(logd, 0, 1), keep, carry[2], carry[3], eps[-1], carry[0]
+    return pos, jnp.swapaxes(logd, 0, 1), keep, carry[2], carry[3], eps[-1], carry[0], eps[:warm_blocks]
 
   peg = peg_per_step(kernel.grads_per_step, b) * (warm_blocks + num_samples) * thin + b
 
   def runner(positions: Any, data: dict, rng: jax.Array, hypers: dict | None = None) -> ChainResult:
     if data["y"].shape[0] != n:
       raise ValueError(f"runner built for {n} rows, got {data['y'].shape[0]}")
-    pos, logd, keep, resets, nonfinite, eps, states = run(positions, data["x"], data["y"], rng, hypers or {})
-    return ChainResult(pos, logd, keep, resets, nonfinite, eps, peg, states)
+    pos, logd, keep, resets, nonfinite, eps, states, warm_eps = run(positions, data["x"], data["y"], rng,
+                                                                    hypers or {})
+    return ChainResult(pos, logd, keep, resets, nonfinite, eps, peg, states, warm_eps)
 
   return runner
 

@@ -10,8 +10,9 @@ One step (one chain) on the minibatch log posterior log p̂_B(θ) = log p(θ) + 
    evaluates (ℓ, g) on the current batch (2 batch gradients per step; the first V reuses the
    previous batch's gradient, as the reference does);
 4. ΔE = ΔK − (ℓ_new − ℓ_old);
-5. guardrails: a non-finite ΔE / θ / ℓ / g reverts the step, draws a fresh unit velocity,
-   halves ε and leaves the tuner statistics untouched; (tuned variants) a reset reverts θ,
+5. guardrails: a non-finite ΔE / θ / ℓ / g reverts the step, reverses the unit velocity,
+   halves ε (unless `nonfinite_halving=False`, the reference: ε kept, the event only counted)
+   and leaves the tuner statistics untouched; (tuned variants) a reset reverts θ,
    ℓ, g and zeros u when |ΔE| exceeds the Gamma quantile Q(p_reset); ε adapts by the
    Gamma-quantile rule (see `adaptation`);
 6. (pSMILE) the preconditioner statistics absorb the new raw gradient.
@@ -73,6 +74,29 @@ def _tree_finite(tree: Any) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
+def _sanitize(g: jax.Array) -> jax.Array:
+  """NaN -> 0, then every coordinate (±inf included) clipped to ±GRAD_CLIP."""
+  return jnp.clip(jnp.where(jnp.isnan(g), 0.0, g), -GRAD_CLIP, GRAD_CLIP)
+
+
+def _static_inf(L: Any) -> bool:
+  """True when L is a Python number equal to ∞: the partial refresh is then skipped at trace time."""
+  return isinstance(L, (int, float)) and math.isinf(L)
+
+
+def _refresh(momentum: Any, key: jax.Array, half_step: jax.Array, L: float | jax.Array) -> Any:
+  """blackjax's partial refresh; compiled away for a static L = ∞ (under vmap its lax.cond is a
+  select that would still draw and normalise a d-dimensional Gaussian twice per step)."""
+  if _static_inf(L):
+    return momentum
+  return integrators.partially_refresh_momentum(momentum, key, half_step, L)
+
+
+def _ravel_state(state: integrators.IntegratorState) -> integrators.IntegratorState:
+  return integrators.IntegratorState(ravel_pytree(state.position)[0], ravel_pytree(state.momentum)[0],
+                                     state.logdensity, ravel_pytree(state.logdensity_grad)[0])
+
+
 def _bind(logdensity_fn: Callable[[Any, Any], jax.Array], minibatch: Any) -> Callable[[Any], jax.Array]:
   return lambda position: logdensity_fn(position, minibatch)
 
@@ -93,8 +117,7 @@ def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matr
     logdensity, grad = value_and_grad(new_position)
     finite = jnp.isfinite(logdensity) & _tree_finite(grad)
     if sanitize:
-      grad = jax.tree.map(lambda g: jnp.clip(jnp.nan_to_num(g, nan=0.0, posinf=GRAD_CLIP, neginf=-GRAD_CLIP),
-                                             -GRAD_CLIP, GRAD_CLIP), grad)
+      grad = jax.tree.map(_sanitize, grad)
     finite = finite if aux is None else aux & finite
     return new_position, logdensity, grad, finite
 
@@ -133,35 +156,43 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
     # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
-    kernel_key, _, nan_key = jax.random.split(rng, 3)
-    refresh_key1, refresh_key2 = jax.random.split(kernel_key)
-    target = _bind(logdensity_fn, minibatch)
+    if _static_inf(L):   # no randomness in the step: no key work either
+      refresh_key1 = refresh_key2 = rng
+    else:
+      kernel_key = jax.random.split(rng, 3)[0]
+      refresh_key1, refresh_key2 = jax.random.split(kernel_key)
+    # The step works on raveled vectors: one op per update instead of one per parameter leaf (the
+    # per-leaf version compiled to ~2x the fused ops, a fixed cost that showed at small batch).
+    tree_target = _bind(logdensity_fn, minibatch)
+    _, unravel = ravel_pytree(state.integrator.position)
+    target = lambda z: tree_target(unravel(z))
     use_pre = state.variant[0] if dynamic else precondition
     use_tuner = state.variant[1] if dynamic else tuned
     if dynamic:
       imm = jnp.where(use_pre, adapt.precond_inverse_mass(state.precond, precond), 1.0)
     else:
       imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
-    old = state.integrator
+    old = _ravel_state(state.integrator)
     if (dynamic or tuned) and tuner.tuner == "energy_var":
       # ℓ_old and g_old on the current batch (+1 batch gradient): ΔE is then the integration error
       # of one fixed potential, which MCLMC's absolute Var[ΔE]/d target is about.
       logdensity, grad = jax.value_and_grad(target)(old.position)
-      grad = jax.tree.map(lambda g: jnp.clip(jnp.nan_to_num(g, nan=0.0, posinf=GRAD_CLIP, neginf=-GRAD_CLIP),
-                                             -GRAD_CLIP, GRAD_CLIP), grad)
+      grad = jax.tree.map(_sanitize, grad)
       old = old._replace(logdensity=logdensity, logdensity_grad=grad)
     elif same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
       old = old._replace(logdensity=target(old.position))
     eps = state.step_size
-    st = old._replace(momentum=integrators.partially_refresh_momentum(old.momentum, refresh_key1, eps * 0.5, L))
+    st = old._replace(momentum=_refresh(old.momentum, refresh_key1, eps * 0.5, L))
     new, kinetic_change, finite = make_integrator(target, imm)(st, eps)
-    new = new._replace(momentum=integrators.partially_refresh_momentum(new.momentum, refresh_key2, eps * 0.5, L))
+    new = new._replace(momentum=_refresh(new.momentum, refresh_key2, eps * 0.5, L))
     energy_change = kinetic_change - new.logdensity + old.logdensity
     ok = (finite & jnp.isfinite(energy_change) & jnp.isfinite(kinetic_change) & _tree_finite(new.position)
           & _tree_finite(new.momentum))
     abs_de = jnp.where(ok, jnp.abs(energy_change), 0.0)
     floor = tuner.eps_floor_frac * state.initial_step_size
-    eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor))
+    # Naive kernels: a non-finite step halves ε (our guardrail) or, with nonfinite_halving=False (the
+    # reference), keeps it; the step is reverted and counted either way.
+    eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor)) if tuner.nonfinite_halving else eps
 
     if (dynamic or tuned) and tuner.tuner == "energy_var":
       reset = jnp.zeros((), bool)
@@ -180,9 +211,13 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     else:
       reset = jnp.zeros((), bool)
       eps_new, tun = eps_fixed, state.tuner
-    zeros = jax.tree.map(jnp.zeros_like, old.momentum)
-    random_u = generate_unit_vector(nan_key, old.position)
-    reverted = old._replace(momentum=jax.tree.map(lambda z, r: jnp.where(ok, z, r), zeros, random_u))
+    # Reverted state: a reset zeros u (reference); a non-finite step restarts from the unit velocity
+    # −u (or ĝ_old when u = 0 after a reset), a new direction without a d-dimensional Gaussian draw
+    # per step (under vmap a conditional draw would be paid on every step).
+    u_sq = sum(jnp.sum(u ** 2) for u in jax.tree.leaves(old.momentum))
+    g_norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree.leaves(old.logdensity_grad))) + 1e-30
+    restart = jax.tree.map(lambda u, g: jnp.where(u_sq > 0, -u, g / g_norm), old.momentum, old.logdensity_grad)
+    reverted = old._replace(momentum=jax.tree.map(lambda r: jnp.where(ok, 0.0, r), restart))
     keep = ok & ~reset
     out = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, reverted)
 
@@ -194,6 +229,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       pre = state.precond
     info = SmileInfo(logdensity=out.logdensity, kinetic_change=jnp.where(ok, kinetic_change, 0.0),
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
+    out = integrators.IntegratorState(unravel(out.position), unravel(out.momentum), out.logdensity,
+                                      unravel(out.logdensity_grad))
     return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
 
   return Sampler(init, step, 3 if ((dynamic or tuned) and tuner.tuner == "energy_var") else 2)

@@ -25,13 +25,14 @@ import numpy as np
 
 from jaxml import core
 from jaxml.metrics import mcmc
-from jaxml.smile import api, baselines, chains, kernel, targets
+from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
+           "eps_drift",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
-METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
-           "mclmc_native")
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "sgld", "csgld", "sghmc",
+           "mclmc", "mclmc_native")
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
                   "psmile": (True, True)}   # (precondition, tuned)
 
@@ -78,7 +79,8 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
   """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`)."""
-  key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else f"{group}_step_size"
+  key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else (
+      "ev_step_size" if group == "psmile_ev" else f"{group}_step_size")
   return tuple(float(e) for e in getattr(_c(cfg), key))
 
 
@@ -166,14 +168,29 @@ def _groups(methods: Sequence[str]) -> list[str]:
   return (["smile_family"] if any(m in SMILE_VARIANTS for m in methods) else []) + groups
 
 
+def _smile_options(cfg: Any) -> dict:
+  """Kernel options shared by every SMILE group: L, the non-finite rule and the preconditioner clamp."""
+  clamp = bool(cfg.get("precond_clamp", True))
+  precond = adaptation.PrecondConfig() if clamp else adaptation.PrecondConfig(r_min=0.0, r_max=math.inf)
+  return {"L": math.inf if not cfg.L else float(cfg.L), "precond": precond,
+          "nonfinite_halving": bool(cfg.get("nonfinite_halving", True))}
+
+
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int) -> chains.ChainKernel:
-  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused."""
+  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
+
+  `psmile_ev`: tuned pSMILE with the absolute-target tuner (`tuner="energy_var"`, 3 batch gradients
+  per step) from one ε₀ (`ev_step_size`).
+  """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
-    sampler = kernel.smile_family(logd, step_size=default, L=math.inf if not cfg.L else float(cfg.L),
-                                  same_batch_energy=bool(cfg.same_batch_energy), p_reset=cfg.p_reset,
-                                  alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+    sampler = kernel.smile_family(logd, step_size=default, same_batch_energy=bool(cfg.same_batch_energy),
+                                  p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta,
+                                  **_smile_options(cfg))
     return chains.smile_chain_kernel(sampler)
+  if group == "psmile_ev":
+    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_var",
+                                                   **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":
@@ -192,7 +209,10 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
   n, k = int(data_size), int(cfg.num_members)
   b = sampler_batch_size(cfg, n)
   budget = int(budget_epochs * n)
-  logd = targets.make_minibatch_logdensity(model.apply, data_size=n, prior_scale=cfg.prior_scale)
+  if cfg.get("budget_steps", 0):   # SMILE steps per chain (2b PEG each); epoch-wise: the number counts epochs
+    budget = int(cfg.budget_steps) * (n // b if cfg.get("epoch_wise_sampling", False) else 1) * 2 * b
+  logd = targets.make_minibatch_logdensity(model.apply, data_size=n, prior_scale=cfg.prior_scale,
+                                           floor_scale=cfg.get("likelihood_scale", "ratio") == "floor")
   runners, plans = {}, {}
   for group in _groups(cfg.methods):
     if group in ("mclmc", "mclmc_native"):
@@ -200,7 +220,7 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
       continue
     methods = [m for m in SMILE_VARIANTS if m in cfg.methods] if group == "smile_family" else [group]
     combos = [(m, eps) for m in methods for eps in step_grid(cfg, group)]
-    grads = 2 if group == "smile_family" else 1
+    grads = _sg_kernel(group, logd, cfg, 1).grads_per_step
     total, warm, kept, thin = schedule(budget, grads * b, cfg.warmup_frac, int(cfg.num_samples))
     runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total), num_chains=k * len(combos),
                                               data_size=n, batch_size=b, num_warmup=warm, num_samples=kept,
@@ -269,18 +289,28 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, rng) -> dict[
         continue
       part = jax.tree.map(lambda a: a[i * k:(i + 1) * k], (res.positions, res.logdensity, res.resets,
                                                             res.nonfinite, res.step_size))
+      part = part + (np.asarray(res.warmup_step_size)[:, i * k:(i + 1) * k],)
       valid = evaluate(samplers.predict, part[0], res.keep, None, data, cfg, rng, part="valid")
       score = valid["lppd"] if math.isfinite(valid["lppd"]) else -math.inf
       if best is None or score > best[0]:
         best = (score, eps, part)
-    score, eps, (pos, logdens, resets, nonfinite, eps_final) = best
+    score, eps, (pos, logdens, resets, nonfinite, eps_final, warm_eps) = best
     metrics = evaluate(samplers.predict, pos, res.keep, logdens, data, cfg, rng)
     metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
-                   nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)))
+                   nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)),
+                   eps_drift=eps_drift(warm_eps))
     cost = {"sampler_peg": float(res.peg_per_chain * k), "grid_peg": float(res.peg_per_chain * k * len(grid)),
             "steps_per_chain": float((res.peg_per_chain - b) // (grads * b)), "wall_share": len(grid) / len(combos)}
     out[method] = (metrics, cost)
   return out
+
+
+def eps_drift(warmup_step_size: np.ndarray) -> float:
+  """Largest max/min ratio of ε over the second half of warmup, over chains ([W, C] trace; 1 = no change)."""
+  half = np.asarray(warmup_step_size)[warmup_step_size.shape[0] // 2:]
+  if half.size == 0:
+    return float("nan")
+  return float(np.max(half.max(0) / np.maximum(half.min(0), 1e-30)))
 
 
 def _run_mclmc(samplers, cfg, group, members, train, data, key, rng) -> Result:

@@ -66,13 +66,17 @@ def log_prior(params: Any, prior_scale: float = 1.0) -> jax.Array:
   return -0.5 * sq / prior_scale ** 2 - d * (jnp.log(prior_scale) + 0.5 * jnp.log(2 * jnp.pi))
 
 
-def make_minibatch_logdensity(apply_fn: Callable, *, data_size: int,
-                              prior_scale: float = 1.0) -> Callable[[Any, dict], jax.Array]:
-  """logdensity_fn(params, minibatch{"x": [b, p], "y": [b]}) = log p(θ) + (N/b) Σ_B log-lik."""
+def make_minibatch_logdensity(apply_fn: Callable, *, data_size: int, prior_scale: float = 1.0,
+                              floor_scale: bool = False) -> Callable[[Any, dict], jax.Array]:
+  """logdensity_fn(params, minibatch{"x": [b, p], "y": [b]}) = log p(θ) + (N/b) Σ_B log-lik.
+
+  floor_scale: use ⌊N/b⌋ instead of N/b (the authors' code).
+  """
 
   def logdensity_fn(params: Any, minibatch: dict) -> jax.Array:
     mu, log_sigma = apply_fn(params, minibatch["x"])
-    scale = data_size / minibatch["y"].shape[0]
+    b = minibatch["y"].shape[0]
+    scale = float(data_size // b) if floor_scale else data_size / b
     return log_prior(params, prior_scale) + scale * jnp.sum(gaussian_loglik(minibatch["y"], mu, log_sigma))
 
   return logdensity_fn

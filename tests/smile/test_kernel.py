@@ -171,3 +171,19 @@ def test_same_key_same_chain():
     return st
   chex.assert_trees_all_equal(run(jax.random.key(5)), run(jax.random.key(5)))
   assert not math.isclose(float(run(jax.random.key(6)).position[0]), float(run(jax.random.key(5)).position[0]))
+
+
+def test_nonfinite_without_halving_keeps_eps_and_counts():
+  """The reference's naive kernels: a non-finite step is reverted and counted, ε is kept."""
+  _, _, _, batched = _diag_gaussian()
+  logd = lambda x, minibatch: batched(x, None) + jnp.sum(minibatch) * jnp.sum(x)
+  s = kernel.psmile(logd, step_size=0.1, tuned=False, nonfinite_halving=False)
+  state = s.init(jnp.ones(6), jnp.zeros(3), jax.random.key(0))
+  for i in range(3):
+    state, _ = s.step(jax.random.key(i), state, jnp.zeros(3))
+  before = state
+  state, info = s.step(jax.random.key(9), before, jnp.array([0.0, jnp.nan, 0.0]))
+  assert not bool(info.nonans)
+  chex.assert_trees_all_equal(state.position, before.position)
+  assert float(state.step_size) == float(before.step_size) == pytest.approx(0.1)
+  np.testing.assert_allclose(jnp.linalg.norm(state.integrator.momentum), 1.0, rtol=1e-5)

@@ -4,6 +4,7 @@ plain-dict configs, and a tiny ensemble → sampling run without experiments/.""
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -15,7 +16,10 @@ def _gaussian(x, minibatch):
   return -0.5 * jnp.sum((x - 1.0) ** 2 / jnp.linspace(0.5, 2.0, x.shape[0]) ** 2)
 
 
-@pytest.mark.parametrize("factory", [smile.psmile, smile.smile])
+@pytest.mark.parametrize("factory", [smile.psmile, smile.smile,
+                                     lambda f, **kw: smile.psmile(f, tuner="energy_var", **kw),
+                                     lambda f, **kw: smile.psmile(f, tuned=False, nonfinite_halving=False, **kw)],
+                         ids=["psmile", "smile", "psmile_energy_var", "psmile_naive_ref"])
 def test_step_size_and_L_grid_under_vmap_compiles_once(factory):
   def chain(eps, L, key):
     sampler = factory(_gaussian, step_size=eps, L=L)
@@ -86,3 +90,35 @@ def test_run_split_with_a_plain_dict_config(tmp_path):
   assert out["psmile"][1]["sampler_peg"] == pytest.approx(out["sgld"][1]["sampler_peg"], rel=0.1)
   # Test metrics come back in original units for the standard protocol.
   assert out["de"][0]["rmse"] == pytest.approx(2.0 * out["de"][0]["rmse_std"])
+
+
+def test_eps_drift_is_the_largest_ratio_over_the_second_half_of_warmup():
+  trace = np.array([[1.0, 1.0], [0.1, 1.0], [0.5, 1.0], [1.0, 1.5], [0.25, 1.5], [0.5, 3.0]])   # [W, C]
+  assert smile.eps_drift(trace) == pytest.approx(4.0)     # chain 0: 1.0 / 0.25 over rows 3-5
+  assert smile.eps_drift(np.full((4, 3), 1e-3)) == pytest.approx(1.0)
+
+
+def test_ref_protocol_options_reach_the_samplers():
+  """⌊N/b⌋ likelihood scale, σ = 1 member loss, budget in SMILE steps (baselines at equal PEG)."""
+  from jaxml.smile import api, targets
+  model = targets.make_regression_model((4,))
+  params = model.init(jax.random.key(0), jnp.zeros((1, 3)))
+  params["log_sigma"] = jnp.asarray(0.7)
+  batch = {"x": jnp.ones((4, 3)), "y": jnp.zeros((4,))}
+  prior = targets.log_prior(params)
+  lik = lambda floor: targets.make_minibatch_logdensity(model.apply, data_size=10, floor_scale=floor)(params, batch)
+  np.testing.assert_allclose((lik(True) - prior) / (lik(False) - prior), 2 / 2.5, rtol=1e-5)   # ⌊10/4⌋ vs 10/4
+  cfg = {"hidden": (4,), "noise": "global", "num_members": 1}
+  fixed = api.make_method(ml_collections.ConfigDict(cfg | {"member_fixed_sigma": True}))
+  free = api.make_method(ml_collections.ConfigDict(cfg))
+  stacked = jax.tree.map(lambda a: a[None], params)
+  mb = {"x": batch["x"][None], "y": batch["y"][None]}
+  g_fixed = jax.grad(lambda p: fixed.loss_fn(p, mb, None)[0])(stacked)["log_sigma"]
+  g_free = jax.grad(lambda p: free.loss_fn(p, mb, None)[0])(stacked)["log_sigma"]
+  assert float(jnp.abs(g_fixed).sum()) == 0.0 and float(jnp.abs(g_free).sum()) > 0.0
+  n = 96
+  steps = _config(batch_size=32, budget_steps=10, likelihood_scale="floor", methods=("psmile_naive", "psmile_ev",
+                                                                                     "sgld"), ev_step_size=(1e-3,))
+  samplers = smile.make_samplers(steps, data_size=n, budget_epochs=1)
+  assert samplers.budget == 10 * 2 * 32
+  assert samplers.plans["psmile_ev"][2] == 3 and samplers.plans["smile_family"][2] == 2
