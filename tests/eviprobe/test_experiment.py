@@ -19,6 +19,7 @@ def _tiny_config():
   config.train.update(max_epochs=4, patience=2)
   config.ensemble_size, config.mc_samples = 2, 2
   config.epn.steps = 3
+  config.gpn.update(max_epochs=3, patience=2)
   config.ablations = ("A3b_tau_only",)
   return config
 
@@ -46,9 +47,9 @@ def test_smoke_run_writes_schema(tmp_path):
       assert 0.0 <= r["metrics"]["acc"] <= 1.0 and r["metrics"]["ece"] is not None
   ours = [r for r in rows if r["method"] == "xeviprobe" and r["dataset"] == "csbm:loc"][0]
   assert ours["cost"]["fit_s"] > 0 and ours["cost"]["score_s"] > 0
-  # post-hoc rows share the frozen backbone: identical accuracy
+  # post-hoc rows share the frozen backbone: identical accuracy (GPN is its own trained model)
   accs = {r["metrics"]["acc"] for r in rows if r["dataset"] == "csbm:loc"
-          and r["method"] not in ("mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var")}
+          and r["method"] not in ("mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "gpn")}
   assert len(accs) == 1
   assert os.path.exists(tmp_path / "ood_auroc.png") and os.path.exists(tmp_path / "summary.md")
   assert os.path.isdir(tmp_path / "checkpoints" / "csbm" / "loc" / "split0_init0")
@@ -72,6 +73,16 @@ def test_unknown_names_rejected():
   config.eviprobe.propagation = "diffusion"
   with pytest.raises(ValueError, match="unknown propagation"):
     eviprobe_graphs.plan(config)
+
+
+def test_validation_choice_ranks_grid_by_mean_ood_auroc():
+  def row(m, cell, auc):
+    return common.row(method=m, dataset=f"csbm-0:{cell}", split=0, seed=0, metrics={"ood_auroc": auc}, cost={})
+  rows = [row("grid_log_a0.1", "loc", 0.9), row("grid_log_a0.1", "normal", 0.5),
+          row("grid_none", "loc", 0.7), row("grid_none", "normal", 0.8), row("xeviprobe", "loc", 1.0)]
+  best, table = eviprobe_graphs.validation_choice(rows)
+  assert best == "grid_none" and "grid_none **(chosen)**" in table and "75.00" in table
+  assert eviprobe_graphs.validation_choice([row("xeviprobe", "loc", 1.0)]) == ("", "")
 
 
 def test_presets_build():
