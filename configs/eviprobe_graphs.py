@@ -3,6 +3,8 @@
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke --workdir=runs/eviprobe_smoke
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:small --workdir=runs/eviprobe_small
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:full --workdir=runs/eviprobe_full  # accelerator
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:validate --workdir=runs/eviprobe_validate
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:protocol --workdir=runs/eviprobe_protocol
   # any gnn-benchmark npz graph:
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke:path=/data/amazon_photo.npz ...
 
@@ -10,7 +12,13 @@ Presets: smoke = one dataset (Cora-ML), one split, LOC only, short training (CI,
 small = Cora-ML, CiteSeer, Cora x {LOC, normal, bernoulli} + isolated variants (40 nodes) on Cora-ML,
 2 splits, backbone training capped at 150 epochs with patience 20 (reduced from the spec's 5 splits,
 1000 epochs, patience 50 to fit ~12 min on 2 CPU cores shared by several jobs); full = 10 splits x
-10 inits with spec training (1000 epochs, patience 50), meant for an accelerator.
+10 inits with spec training (1000 epochs, patience 50), meant for an accelerator;
+protocol = the spec's CPU protocol: 5 splits x 2 inits, training ≤ 1000 epochs with patience 50 checked
+every epoch, isolated settings (200 nodes) on all three graphs (long: run per dataset, `:protocol:dataset=cora`);
+validate = the validation benchmark (spec §9.2): 6 CSBM graphs (`csbm-<i>`, seeds / class counts / feature
+sizes in VALIDATION_CSBM) x {loc, normal, bernoulli}, cheap baselines and the propagation grid as rows; its
+summary ranks the grid by mean OOD AUROC. It chose `config.eviprobe`'s propagation and is never a test result.
+GPN (trained, `config.gpn`) runs as a baseline in every preset but `validate`.
 """
 
 from configs import common

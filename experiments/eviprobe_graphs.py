@@ -9,6 +9,9 @@ post-hoc method on the clean graph
   normal, bernoulli   feature perturbation of 10% of non-train nodes (evasion)
   *_isolated          one node perturbed at a time (one forward pass each); ID = clean test nodes
   <user name>         any `graph_shift.ShiftFn` passed as run(..., shifts={name: fn})
+Datasets: cora_ml, citeseer, cora, csbm, npz (config.data.path) and csbm-<i> (the validation family,
+data.csbm_variants); with the propagation grid among the rows, summary.md ends with the validation
+choice (`validation_choice`: grid row with the best mean OOD AUROC).
 Rows: method x "<dataset>:<setting>" x split x init, metrics OOD AUROC/AUPR/FPR95, misclassification
 AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Writes summary.md
 (tables per setting, sign tests, relative gains) and ood_auroc.png.

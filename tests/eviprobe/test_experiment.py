@@ -8,6 +8,7 @@ import pytest
 
 from configs import eviprobe_graphs as cfg_module
 from experiments import common, eviprobe_graphs
+from jaxml.eviprobe import pipeline as pl
 
 
 def _tiny_config():
@@ -93,3 +94,17 @@ def test_presets_build():
   assert config.data.datasets == ("cora", "citeseer") and config.splits == (0, 1, 2)
   assert config.backbone.name == "gat"
   assert np.all([s in eviprobe_graphs.SETTINGS for s in config.settings])
+
+
+def test_validation_family_and_grid():
+  config = cfg_module.get_config("validate")
+  plan = eviprobe_graphs.plan(config)
+  assert not set(config.data.datasets) & {"cora_ml", "citeseer", "cora"}     # CSBM only, never a test graph
+  assert set(config.ablations) == set(pl.GRID) and len(pl.GRID) == 10
+  assert "gpn" not in config.baselines and plan["settings"] == ("loc", "normal", "bernoulli")
+  config.data.csbm.num_nodes = 120
+  seed, k, f = config.data.csbm_variants[2]
+  g = eviprobe_graphs.load(config, "csbm-2")
+  assert g["num_classes"] == k and g["features"].shape == (120, f)
+  assert pl.ABLATIONS["linear"] == dict(propagation="strength", teleport=0.1)
+  assert "linear" in cfg_module.get_config("small").ablations
