@@ -20,8 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from configs import eviprobe_graphs
 from jaxml.data import graph_shift, offline
 from jaxml.eviprobe import backbone as bb, baselines as bl, probe
+from jaxml.eviprobe.api import probe_config
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -49,7 +51,7 @@ def main() -> None:
   labels = jnp.asarray(g["labels"])
   tr, va = jnp.asarray(np.flatnonzero(masks["train_mask"])), jnp.asarray(np.flatnonzero(masks["val_mask"]))
   edges = jnp.asarray(g["edges"])
-  cfg = probe.ProbeConfig()
+  cfg = probe_config(dict(eviprobe_graphs.get_config("small").eviprobe))   # the experiment's default probe
   out = jax.block_until_ready(bb.forward(model, params, batch))
   fit = jax.jit(probe.fit_probe, static_argnums=6)
   score = jax.jit(probe.score, static_argnums=5)
@@ -62,6 +64,7 @@ def main() -> None:
   t_gnnsafe = _median_time(lambda: gnnsafe(out["logits"], edges), args.repeats)
   t_mc = _median_time(lambda: bb.mc_logits(model, params, batch, jax.random.key(1), 10), max(3, args.repeats // 4))
   n, f = g["features"].shape
+  print(f"probe={cfg}")
   print(f"dataset={args.dataset} nodes={n} features={f} edges={g['edges'].shape[1]} feature_format={args.features} "
         f"devices={jax.device_count()} platform={jax.devices()[0].platform}")
   print(f"forward_ms={1e3 * t_fwd:.2f} probe_fit_ms={1e3 * t_fit:.2f} probe_score_ms={1e3 * t_score:.2f} "

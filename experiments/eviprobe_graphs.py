@@ -9,6 +9,9 @@ post-hoc method on the clean graph
   normal, bernoulli   feature perturbation of 10% of non-train nodes (evasion)
   *_isolated          one node perturbed at a time (one forward pass each); ID = clean test nodes
   <user name>         any `graph_shift.ShiftFn` passed as run(..., shifts={name: fn})
+Datasets: cora_ml, citeseer, cora, csbm, npz (config.data.path) and csbm-<i> (the validation family,
+data.csbm_variants); with the propagation grid among the rows, summary.md ends with the validation
+choice (`validation_choice`: grid row with the best mean OOD AUROC).
 Rows: method x "<dataset>:<setting>" x split x init, metrics OOD AUROC/AUPR/FPR95, misclassification
 AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Writes summary.md
 (tables per setting, sign tests, relative gains) and ood_auroc.png.
@@ -40,8 +43,10 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
   """Validates names and reads every config key (before anything is written); returns the
   sections the package reads as plain dicts."""
   data = dict(config.data) | {"csbm": dict(config.data.csbm)}
+  variants = tuple(tuple(v) for v in config.data.csbm_variants)
+  data["csbm_variants"] = variants
   for d in data["datasets"]:
-    common.validate_choice(d, DATASETS, "dataset")
+    common.validate_choice(d, DATASETS + tuple(f"csbm-{i}" for i in range(len(variants))), "dataset")
   if "npz" in data["datasets"] and not data["path"]:
     raise common.ConfigError("dataset 'npz' needs data.path (a gnn-benchmark npz file)")
   common.validate_choice(data["features"], ("dense", "sparse"), "feature format")
@@ -53,7 +58,7 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
     common.validate_choice(a, tuple(ABLATIONS), "ablation")
   backbone = dict(config.backbone)
   common.validate_choice(backbone["name"], bb.BACKBONES, "backbone")
-  posthoc = {k: dict(config[k]) for k in ("eviprobe", "gnnsafe", "gkde", "epn")}
+  posthoc = {k: dict(config[k]) for k in ("eviprobe", "gnnsafe", "gkde", "epn", "gpn")}
   posthoc.update(baselines=tuple(config.baselines), ablations=tuple(config.ablations),
                  mc_samples=int(config.mc_samples))
   pl.probe_configs(posthoc)
@@ -69,6 +74,9 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
 def load(config, name: str) -> dict:
   if name == "csbm":
     return csbm.make_csbm(**dict(config.data.csbm))
+  if name.startswith("csbm-"):      # a validation-family graph: data.csbm with one variant's seed, K, F
+    seed, k, f = config.data.csbm_variants[int(name.split("-")[1])]
+    return csbm.make_csbm(**(dict(config.data.csbm) | dict(seed=seed, num_classes=k, num_features=f)))
   if name == "npz":
     return offline.load_graph(path=config.data.path, root=config.data_dir)
   fmt = "npz" if name == "cora_ml" else "planetoid"   # GPN's CiteSeer is planetoid CiteSeer
@@ -125,6 +133,27 @@ def _scored_rows(fitted, scores, ood_nodes, id_nodes, labels, train_s) -> list[t
   return out
 
 
+def validation_choice(rows: list[dict]) -> tuple[str, str]:
+  """(chosen grid row, markdown table): the propagation grid ranked by mean OOD AUROC over every
+  cell x split present (the validation benchmark's rule, spec §9.2); ties keep the grid order."""
+  grid = [m for m in pl.GRID if any(r["method"] == m for r in rows)]
+  if not grid:
+    return "", ""
+  cells = sorted({r["dataset"].split(":")[1] for r in rows})
+  def mean(m, cell=None):
+    v = [r["metrics"].get("ood_auroc") for r in rows if r["method"] == m and (cell is None or r["dataset"].endswith(":" + cell))]
+    v = [x for x in v if x is not None and np.isfinite(x)]
+    return float(np.mean(v)) if v else float("nan")
+  means = {m: mean(m) for m in grid}
+  best = max(grid, key=lambda m: (means[m], -grid.index(m)))
+  lines = ["\n### Validation benchmark: propagation grid, OOD AUROC (%) mean over graphs x splits\n",
+           "| grid row | " + " | ".join(cells) + " | mean |", "|---" * (len(cells) + 2) + "|"]
+  for m in grid:
+    mark = " **(chosen)**" if m == best else ""
+    lines.append(f"| {m}{mark} | " + " | ".join(f"{100 * mean(m, c):.1f}" for c in cells) + f" | {100 * means[m]:.2f} |")
+  return best, "\n".join(lines)
+
+
 def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str:
   """Markdown tables per setting, paired sign tests, calibration, cost; also the bar plot."""
   methods = [OURS, *baselines] + sorted({r["method"] for r in rows} - {OURS, *baselines})
@@ -138,6 +167,9 @@ def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str
           report.cost_medians(rows, [OURS, *baselines], ("fit_s", "score_s", "train_s"),
                               keep=lambda r: not r["dataset"].endswith("_isolated"),
                               title="\n### Cost per method (median over runs; warm jitted calls, seconds)\n")]
+  best, table = validation_choice(rows)
+  if best:
+    text.append(table + f"\n\nchosen: {best} = {pl.GRID[best]}\n")
   common.save_plot(report.bar_panels(rows, panels=present, methods=[OURS, *baselines], highlight=OURS),
                    workdir, "ood_auroc.png")
   return "\n".join(text)

@@ -5,8 +5,9 @@
   rows   = {m: metrics_for(s, ood_nodes, id_nodes, labels) for m, (s, secs) in scores.items()}
 
 `config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), `baselines`,
-`ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2) and
-`mc_samples`. Every scorer returns numpy arrays `ood` (higher = more OOD), `misc` (higher = more
+`ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2),
+`gpn` (`gpn.make_gpn_method` keys plus lr, max_epochs, patience; read only when 'gpn' is a baseline)
+and `mc_samples`. Every scorer returns numpy arrays `ood` (higher = more OOD), `misc` (higher = more
 likely misclassified), `probs` [N, K] and `pred` [N]. Structure-dependent methods read the edges of
 the batch they score, so a shift that rewires the graph is seen by all of them; GKDE (a prior built
 from hop distances to the labelled nodes) is refitted on such a graph.
@@ -22,16 +23,23 @@ import numpy as np
 from jaxml import core
 from jaxml.eviprobe import backbone as bb
 from jaxml.eviprobe import baselines as bl
+from jaxml.eviprobe import gpn as gpn_lib
 from jaxml.eviprobe import probe
 from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
 __all__ = ["OURS", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
-           "fit_posthoc", "fit_epn", "score_all", "isolated_scores", "metrics_for", "timed"]
+           "fit_posthoc", "fit_epn", "fit_gpn", "score_all", "isolated_scores", "metrics_for", "timed"]
 
 OURS = "xeviprobe"
 BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
-             "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn")
+             "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn", "gpn")
+# Propagation grid chosen on the CSBM validation benchmark (spec §9.2; `configs/eviprobe_graphs.py:validate`):
+# rule x teleport a; 'none' does not depend on a. 'strength' is the spec's linear rule.
+GRID_RULES = ("strength", "log", "tau")
+GRID_TELEPORTS = (0.1, 0.3, 0.5)
+GRID: dict[str, dict] = {f"grid_{r}_a{a}": dict(propagation=r, teleport=a) for r in GRID_RULES for a in GRID_TELEPORTS}
+GRID["grid_none"] = dict(propagation="none")
 # ablation name -> ProbeConfig overrides (spec A1-A9, teleport sweep) or a read-out variant
 ABLATIONS: dict[str, dict] = {
     "A1_latent_only": dict(fusion="latent"), "A2_output_only": dict(fusion="output"),
@@ -41,9 +49,10 @@ ABLATIONS: dict[str, dict] = {
     "A6_cosine": dict(typicality="cosine"), "A7_temperature": dict(temperature=True),
     "A8_z": dict(latent="z"), "A8_q_and_z": dict(latent="both"), "A9_log": dict(propagation="log"),
     "a0.3": dict(teleport=0.3), "a0.5": dict(teleport=0.5), "ours_mi": {}, "ours_neg_log_evidence": {},
-}
+    "linear": dict(propagation="strength", teleport=0.1),   # the spec's §2 rule, kept as an ablation
+} | GRID
 READOUT_VARIANTS = {"ours_mi": "mutual_info", "ours_neg_log_evidence": "neg_log_evidence"}
-ISOLATED_METHODS = (OURS, "A3_no_prop", "A3b_tau_only", "msp", "energy", "gnnsafe", "maha_q")
+ISOLATED_METHODS = (OURS, "A3_no_prop", "A3b_tau_only", "linear", "msp", "energy", "gnnsafe", "maha_q", "gpn")
 
 _fit_probe = jax.jit(probe.fit_probe, static_argnums=6)
 _score = jax.jit(probe.score, static_argnums=5)
@@ -62,6 +71,7 @@ class Fitted(NamedTuple):
   temperature: jax.Array
   gkde: dict | None
   epn: Any
+  gpn: Any                               # (model, params, class_counts) or None
   edges: np.ndarray                      # the clean graph's edges
   labels: np.ndarray
   train_idx: np.ndarray
@@ -119,6 +129,27 @@ def fit_epn(config: Mapping[str, Any], z: np.ndarray, labels: np.ndarray, train_
   return res.state.params, time.perf_counter() - t0
 
 
+def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: int, num_classes: int,
+            seed: int) -> tuple[Any, float]:
+  """Trains GPN on the clean graph through core.train (early stopping on validation UCE);
+  returns ((model, params, class_counts), wall seconds)."""
+  g = _section(config, "gpn")
+  labels = np.asarray(batch["labels"])
+  counts = np.bincount(labels[np.asarray(batch["train_mask"]) > 0], minlength=num_classes).astype(np.float32)
+  feats = {k: v for k, v in batch.items() if k in ("x", "feat_rows", "feat_cols", "feat_vals")}
+  method, model = gpn_lib.make_gpn_method(g, num_features, num_classes)
+  gb = dict(feats, edges=np.asarray(batch["edges"]), labels=labels, train_mask=np.asarray(batch["train_mask"]),
+            val_mask=np.asarray(batch["val_mask"]), class_counts=counts)
+  epochs = int(g["max_epochs"])
+  train_cfg = {"optim": {"name": "adam", "lr": float(g["lr"])}, "num_steps": epochs, "eval_every": 1,
+               "log_every": epochs}
+  t0 = time.perf_counter()
+  res = core.train(method, lambda _s: gb, train_cfg, seed=seed + 31, eval_batches=[gb], shard_batch_rows=False,
+                   select=core.Selection("val_uce", "min", every=1, patience=int(g["patience"])), name="gpn",
+                   progress=False)
+  return (model, res.params, jnp.asarray(counts)), time.perf_counter() - t0
+
+
 def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, Any], train_idx: np.ndarray,
                 val_idx: np.ndarray, num_classes: int, *, seed: int = 0) -> Fitted:
   """Fits everything that is fitted once on the clean graph: the probe (and its ablations),
@@ -151,7 +182,11 @@ def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, An
   if "epn" in baselines:
     epn, secs = fit_epn(config, np.asarray(out["z"]), labels, train_idx, val_idx, num_classes, seed)
     cost["epn"] = {"train_s": secs}
-  return Fitted(cfgs, probes, maha_z, probes[OURS].temperature, gkde, epn, edges, labels,
+  gpn = None
+  if "gpn" in baselines:
+    gpn, secs = fit_gpn(config, batch, int(model.num_features), num_classes, seed)
+    cost["gpn"] = {"train_s": secs}
+  return Fitted(cfgs, probes, maha_z, probes[OURS].temperature, gkde, epn, gpn, edges, labels,
                 np.asarray(train_idx), num_classes, cost)
 
 
@@ -203,6 +238,10 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     hidden = int(_section(config, "epn")["hidden"])
     s, secs = timed(lambda: bl.epn_scores(fitted.epn, out["z"], logits, k, hidden))
     res["epn"] = (_np({key: s[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
+  if "gpn" in baselines:
+    gm, gp, counts = fitted.gpn
+    s, secs = timed(lambda: gpn_lib.gpn_scores(_section(config, "gpn"), gm, gp, batch, counts))
+    res["gpn"] = (_np({key: s[key] for key in ("ood", "misc", "probs", "pred")}), secs)
   samplers = []
   if {"mc_dropout", "mc_dropout_mi"} & set(baselines):
     samplers.append(("mc_dropout", "mi", lambda: bb.mc_logits(model, params, batch, rng, int(config["mc_samples"]))))
@@ -273,6 +312,10 @@ def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, ba
         res[m] = bl.gnnsafe(logits, e, steps=int(gs["steps"]), alpha=float(gs["alpha"]))["ood"][i]
       elif m == "maha_q":
         res[m] = bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits)["ood"][i]
+      elif m == "gpn":
+        gm, gp, counts = fitted.gpn
+        res[m] = gpn_lib.gpn_scores(_section(config, "gpn"), gm, gp, dict(batch, x=x0.at[i].set(row)), counts,
+                                    jit=False)["ood"][i]
     return res
 
   t0 = time.perf_counter()

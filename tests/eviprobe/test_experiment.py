@@ -8,6 +8,7 @@ import pytest
 
 from configs import eviprobe_graphs as cfg_module
 from experiments import common, eviprobe_graphs
+from jaxml.eviprobe import pipeline as pl
 
 
 def _tiny_config():
@@ -19,6 +20,7 @@ def _tiny_config():
   config.train.update(max_epochs=4, patience=2)
   config.ensemble_size, config.mc_samples = 2, 2
   config.epn.steps = 3
+  config.gpn.update(max_epochs=3, patience=2)
   config.ablations = ("A3b_tau_only",)
   return config
 
@@ -46,9 +48,9 @@ def test_smoke_run_writes_schema(tmp_path):
       assert 0.0 <= r["metrics"]["acc"] <= 1.0 and r["metrics"]["ece"] is not None
   ours = [r for r in rows if r["method"] == "xeviprobe" and r["dataset"] == "csbm:loc"][0]
   assert ours["cost"]["fit_s"] > 0 and ours["cost"]["score_s"] > 0
-  # post-hoc rows share the frozen backbone: identical accuracy
+  # post-hoc rows share the frozen backbone: identical accuracy (GPN is its own trained model)
   accs = {r["metrics"]["acc"] for r in rows if r["dataset"] == "csbm:loc"
-          and r["method"] not in ("mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var")}
+          and r["method"] not in ("mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "gpn")}
   assert len(accs) == 1
   assert os.path.exists(tmp_path / "ood_auroc.png") and os.path.exists(tmp_path / "summary.md")
   assert os.path.isdir(tmp_path / "checkpoints" / "csbm" / "loc" / "split0_init0")
@@ -74,6 +76,16 @@ def test_unknown_names_rejected():
     eviprobe_graphs.plan(config)
 
 
+def test_validation_choice_ranks_grid_by_mean_ood_auroc():
+  def row(m, cell, auc):
+    return common.row(method=m, dataset=f"csbm-0:{cell}", split=0, seed=0, metrics={"ood_auroc": auc}, cost={})
+  rows = [row("grid_log_a0.1", "loc", 0.9), row("grid_log_a0.1", "normal", 0.5),
+          row("grid_none", "loc", 0.7), row("grid_none", "normal", 0.8), row("xeviprobe", "loc", 1.0)]
+  best, table = eviprobe_graphs.validation_choice(rows)
+  assert best == "grid_none" and "grid_none **(chosen)**" in table and "75.00" in table
+  assert eviprobe_graphs.validation_choice([row("xeviprobe", "loc", 1.0)]) == ("", "")
+
+
 def test_presets_build():
   for preset in cfg_module.PRESETS:
     config = cfg_module.get_config(preset)
@@ -82,3 +94,17 @@ def test_presets_build():
   assert config.data.datasets == ("cora", "citeseer") and config.splits == (0, 1, 2)
   assert config.backbone.name == "gat"
   assert np.all([s in eviprobe_graphs.SETTINGS for s in config.settings])
+
+
+def test_validation_family_and_grid():
+  config = cfg_module.get_config("validate")
+  plan = eviprobe_graphs.plan(config)
+  assert not set(config.data.datasets) & {"cora_ml", "citeseer", "cora"}     # CSBM only, never a test graph
+  assert set(config.ablations) == set(pl.GRID) and len(pl.GRID) == 10
+  assert "gpn" not in config.baselines and plan["settings"] == ("loc", "normal", "bernoulli")
+  config.data.csbm.num_nodes = 120
+  seed, k, f = config.data.csbm_variants[2]
+  g = eviprobe_graphs.load(config, "csbm-2")
+  assert g["num_classes"] == k and g["features"].shape == (120, f)
+  assert pl.ABLATIONS["linear"] == dict(propagation="strength", teleport=0.1)
+  assert "linear" in cfg_module.get_config("small").ablations
