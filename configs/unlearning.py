@@ -50,9 +50,12 @@ def get_config(arg=None):
   # Representation Unlearning (standard and zero-shot). Inferred CPU choices: residual T, Adam 1e-2,
   # steps = max(min_steps, 5 epochs over D_f); beta picked on the validation split when tune=True.
   ru = dict(beta=0.1, transform="residual", hidden=(256,), num_samples=1, noise_scale=0.0, lr=1e-2,
-            batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0)
+            batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0, target_margin=4.0)
   config.ru = dict(ru, zero_shot=False)
   config.ru_zs = dict(ru, zero_shot=True)
+  # Our extension: forget target = the point nearest the mean where the head is uniform over the
+  # retained classes (forgotten classes target_margin logits lower), instead of the mean itself.
+  config.ru_uniform = dict(ru, zero_shot=False)
   # Same step floor for every baseline that loops over D_f only (fair budgets).
   floor = 25
   config.baselines = dict(
@@ -80,6 +83,7 @@ def get_config(arg=None):
   config.grids = dict(
       ru=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),        # the reference grid
       ru_zs=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
+      ru_uniform=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
       finetune=dict(param="lr", values=(1e-3, 1e-2)),
       grad_ascent=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
       neggrad_plus=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
