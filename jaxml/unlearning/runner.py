@@ -88,6 +88,8 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
     return RunOutput(fit.params, lambda x: plain(fit.params, x), fit.wall_s, fit.steady_s, fit.num_steps)
   out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache,
                                train_config=train_config)
+  if name in baselines.ENSEMBLES:
+    plain = baselines.ensemble_predictor(model, cache)
   return RunOutput(out.params, lambda x: plain(out.params, x), out.wall_s, out.steady_s, out.num_steps)
 
 
