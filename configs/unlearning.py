@@ -59,7 +59,10 @@ def get_config(arg=None):
       val_class=5, val_subclass=8,         # validation forget splits used only for tuning
       limit_train=0, limit_test=0,         # 0 = all rows (tests and smoke shrink these)
       tfds_split_train="train", tfds_split_test="test")
-  config.model = dict(features=(256, 128), resnet_stage_sizes=(2, 2, 2, 2), resnet_width=64)
+  # arch: mlp (encoder widths `features`) or cnn1d (mnist1d only: conv_layers x Conv1D(conv_kernel,
+  # conv_channels) + Dense(features[-1]) -> z), the deeper encoder where retraining costs far more than RU.
+  config.model = dict(arch="mlp", features=(256, 128), conv_channels=32, conv_layers=3, conv_kernel=5,
+                      resnet_stage_sizes=(2, 2, 2, 2), resnet_width=64)
   # Original model and Retrain share this recipe (spec: Adam 1e-3, 60 epochs, batch 128). config.optim is
   # the optimizer of every run (core.train); its lr is the recipe's, each method sets its own below.
   config.optim.lr = 1e-3

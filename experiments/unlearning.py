@@ -50,6 +50,7 @@ def plan(config) -> dict:
     common.validate_choice(m, METHODS, "method")
   if not config.seeds:
     raise common.ConfigError("need at least one seed")
+  common.validate_choice(config.model.arch, ("mlp", "cnn1d"), "model.arch")
   p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
        "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
        "class_sweep": tuple(int(c) for c in config.class_sweep), "paper_table": bool(config.paper_table),
@@ -130,6 +131,11 @@ def make_model(config, dataset: str, num_classes: int):
   if dataset == "cifar10":
     from jaxml.nn.resnet import ResNet
     return ResNet(num_classes, tuple(config.model.resnet_stage_sizes), config.model.resnet_width)
+  if config.model.arch == "cnn1d":
+    if dataset != "mnist1d":
+      raise common.ConfigError("model.arch=cnn1d is the mnist1d encoder (1-D signals)")
+    return model_lib.Conv1DClassifier(num_classes, int(config.model.features[-1]), int(config.model.conv_channels),
+                                      int(config.model.conv_layers), int(config.model.conv_kernel))
   return model_lib.MLPClassifier(num_classes, tuple(config.model.features))
 
 
