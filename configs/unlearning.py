@@ -50,6 +50,9 @@ def get_config(arg=None):
   # every listed class in turn for each seed; empty = class_forget[seed % 3]).
   config.paper_table = paper_cpu
   config.class_sweep = tuple(range(10)) if paper_cpu else ()
+  # Wall-clock budget (s) of a class sweep: once spent, no further class is started (0 = none); keeps a
+  # paper_cpu job inside the shared machine's 10-minute slot with whatever classes it finished.
+  config.max_wall_s = 480.0 if paper_cpu else 0.0
   config.data = dict(
       digits_test_fraction=0.2,            # spec: stratified 80/20, seed 0
       class_forget=(0, 3, 8),              # class regime: test seed s forgets class_forget[s % 3]

@@ -54,6 +54,7 @@ def plan(config) -> dict:
   p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
        "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
        "class_sweep": tuple(int(c) for c in config.class_sweep), "paper_table": bool(config.paper_table),
+       "max_wall_s": float(config.max_wall_s),
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
                         "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
                         "steps_per_dispatch": int(config.steps_per_dispatch)},
@@ -264,6 +265,7 @@ def run(config, workdir: str) -> list[dict]:
   rows: list[dict] = []
   tuning: dict[str, Any] = {}
   caches: dict[Any, dict] = {}   # compiled steps, shared by every cell and seed with the same model
+  t_run = time.perf_counter()
   for dataset in config.datasets:
     data = load_data(config, dataset)
     for regime in config.regimes:
@@ -280,6 +282,10 @@ def run(config, workdir: str) -> list[dict]:
         # Every class in turn; the original model depends only on the seed, so it is trained once.
         origs: dict[int, Any] = {}
         for c in p["class_sweep"]:
+          if p["max_wall_s"] and time.perf_counter() - t_run > p["max_wall_s"]:
+            print(f"[unlearning] {cell}: wall budget {p['max_wall_s']:.0f}s spent; classes from {c} on not run",
+                  flush=True)
+            break
           for s in config.seeds:
             seed = p["seed"] + s
             task = make_task(config, data, regime, seed, forget_class=c)
