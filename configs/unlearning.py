@@ -24,8 +24,8 @@ BASELINE_METHODS = ("finetune", "grad_ascent", "neggrad_plus", "random_labels", 
                     "boundary_shrink", "bad_teacher", "head_only", "emmn", "jit", "sisa", "unsir", "gkt")
 # The paper's comparison (authors' configs): FT, SISA, SCRUB, UNSIR, Bad Teaching, Boundary Shrink;
 # zero-shot EMMN and GKT; plus RU, RU zero-shot and our uniform-target extension.
-PAPER_METHODS = ("ru", "ru_uniform", "ru_zs", "finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_shrink",
-                 "emmn", "gkt")
+PAPER_METHODS = ("finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_shrink", "ru", "ru_uniform", "emmn",
+                 "gkt", "ru_zs")
 
 
 def get_config(arg=None):
