@@ -7,6 +7,13 @@ UA / RA / TA (/ TA_r, TA_f), MIA-efficacy, loss-MIA AUC, Avg. Gap to Retrain, ru
 Retrain (RTE), KL / JS to Retrain, a linear probe of forget labels and CKA to the original
 features. Every run goes through `jaxml.unlearning.run_method` (one signature for RU, RU zero-shot,
 every baseline, Retrain and the original model); tuning through `jaxml.unlearning.tune`.
+
+Every row also carries the collision check of RU's forget target: the frozen head's class and
+max-probability at the mean training representation (`head_mean_argmax`, `head_mean_pmax`) and
+whether that class is the forgotten one (`mean_is_forget_class`); RU rows add where their own target
+sits (`ru_target_*`). With `class_sweep` (preset paper_cpu) the class regime forgets every listed
+class in turn (cells 'dataset/class/<c>') and `paper_summary.md` gives the paper's columns plus the
+forget accuracy of every method per class next to the head's class at the mean.
 """
 
 import os
