@@ -7,6 +7,13 @@ UA / RA / TA (/ TA_r, TA_f), MIA-efficacy, loss-MIA AUC, Avg. Gap to Retrain, ru
 Retrain (RTE), KL / JS to Retrain, a linear probe of forget labels and CKA to the original
 features. Every run goes through `jaxml.unlearning.run_method` (one signature for RU, RU zero-shot,
 every baseline, Retrain and the original model); tuning through `jaxml.unlearning.tune`.
+
+Every row also carries the collision check of RU's forget target: the frozen head's class and
+max-probability at the mean training representation (`head_mean_argmax`, `head_mean_pmax`) and
+whether that class is the forgotten one (`mean_is_forget_class`); RU rows add where their own target
+sits (`ru_target_*`). With `class_sweep` (preset paper_cpu) the class regime forgets every listed
+class in turn (cells 'dataset/class/<c>') and `paper_summary.md` gives the paper's columns plus the
+forget accuracy of every method per class next to the head's class at the mean.
 """
 
 import os
@@ -31,7 +38,8 @@ from jaxml.unlearning.task import UnlearningTask  # noqa: E402
 DATASETS = ("digits", "mnist1d", "cifar10")
 REGIMES = ("class", "subclass", "random")
 METHODS = tuple(m for m in runner.METHODS if m not in ("retrain", "original"))
-LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "finetune": "FT", "grad_ascent": "GA",
+LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
+          "sisa": "SISA", "unsir": "UNSIR", "gkt": "GKT (zero-shot)", "finetune": "FT", "grad_ascent": "GA",
           "neggrad_plus": "NegGrad+", "random_labels": "RL", "l1_sparse": "l1-sparse", "salun": "SalUn",
           "scrub": "SCRUB", "boundary_shrink": "Boundary shrink", "bad_teacher": "Bad Teacher",
           "head_only": "Head-only (control)", "emmn": "EMMN (zero-shot)", "jit": "JiT (zero-shot)",
@@ -49,8 +57,11 @@ def plan(config) -> dict:
     common.validate_choice(m, METHODS, "method")
   if not config.seeds:
     raise common.ConfigError("need at least one seed")
+  common.validate_choice(config.model.arch, ("mlp", "cnn1d"), "model.arch")
   p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
        "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
+       "class_sweep": tuple(int(c) for c in config.class_sweep), "paper_table": bool(config.paper_table),
+       "max_wall_s": float(config.max_wall_s),
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
                         "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
                         "steps_per_dispatch": int(config.steps_per_dispatch)},
@@ -102,11 +113,14 @@ def load_data(config, dataset: str) -> dict[str, Any]:
   return d
 
 
-def make_task(config, data: dict, regime: str, seed: int, *, validation: bool = False) -> UnlearningTask:
-  """The forget split of a cell; `validation` picks the held-out split used only for tuning."""
+def make_task(config, data: dict, regime: str, seed: int, *, validation: bool = False,
+              forget_class: int | None = None) -> UnlearningTask:
+  """The forget split of a cell; `validation` picks the held-out split used only for tuning;
+  `forget_class` (class regime) overrides the class picked by seed."""
   y, yt = np.asarray(data["y_train"]), np.asarray(data["y_test"])
   if regime == "class":
     c = config.data.val_class if validation else config.data.class_forget[seed % len(config.data.class_forget)]
+    c = c if forget_class is None else forget_class
     sp = splits.class_split(y, c)
     return UnlearningTask(data["x_train"], sp.y, sp.retain_idx, sp.forget_idx, data["x_test"], yt, 10,
                           sp.forget_classes, np.isin(yt, sp.forget_classes), y)
@@ -125,6 +139,11 @@ def make_model(config, dataset: str, num_classes: int):
   if dataset == "cifar10":
     from jaxml.nn.resnet import ResNet
     return ResNet(num_classes, tuple(config.model.resnet_stage_sizes), config.model.resnet_width)
+  if config.model.arch == "cnn1d":
+    if dataset != "mnist1d":
+      raise common.ConfigError("model.arch=cnn1d is the mnist1d encoder (1-D signals)")
+    return model_lib.Conv1DClassifier(num_classes, int(config.model.features[-1]), int(config.model.conv_channels),
+                                      int(config.model.conv_layers), int(config.model.conv_kernel))
   return model_lib.MLPClassifier(num_classes, tuple(config.model.features))
 
 
@@ -160,18 +179,36 @@ def tune_cell(config, p, data, regime, model, cache) -> tuple[dict[str, dict], d
   return chosen, log
 
 
-def run_cell_seed(config, p, cell, task, model, chosen, seed, cache) -> list[dict]:
-  """Original, Retrain and every method on one forget split; rows with metrics and costs."""
+def collision(model, params, task: UnlearningTask, cache) -> dict[str, float]:
+  """The known failure of the mean target, measured: the frozen head's class and max-probability at
+  the mean training representation, and whether that class is a forgotten one (nan when none is)."""
+  z_mean = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train).mean(axis=0)
+  probs = api.head_probs(model, params, z_mean)
+  hit = float(int(np.argmax(probs)) in task.forget_classes) if task.forget_classes else float("nan")
+  return {"head_mean_argmax": float(np.argmax(probs)), "head_mean_pmax": float(np.max(probs)),
+          "mean_is_forget_class": hit}
+
+
+def run_cell_seed(config, p, cell, task, model, chosen, seed, cache, orig=None) -> list[dict]:
+  """Original, Retrain and every method on one forget split; rows with metrics and costs. `orig`:
+  the original model's run when already trained (it does not depend on the forget split)."""
   rows: list[dict] = []
   st, tc = p["settings"], p["train_config"]
-  orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
+  if orig is None:
+    orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
   rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
   out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
   ref = ev.unlearning_metrics(out_rt, task)
+  coll = collision(model, orig.params, task, cache)
+  if task.forget_classes:
+    coll["forget_class"] = float(task.forget_classes[0])
 
   def record(method, out, run):
     m = ev.unlearning_metrics(out, task)
+    m["FA"] = 100.0 - m["UA"]
     m["avg_gap"] = ev.avg_gap(m, ref)
+    m |= coll
+    m |= {f"ru_{k}": v for k, v in (run.info or {}).items()}
     m |= ev.divergences(out, out_rt, task)
     if p["representation_checks"]:
       m |= ev.representation_checks(out, out_orig, task, seed=seed)
@@ -214,8 +251,14 @@ COLUMNS = [("UA", "UA", 1, "metrics", 1.0), ("RA", "RA", 1, "metrics", 1.0), ("T
            ("JS_t", "JS_t", 3, "metrics", 1.0)]
 
 
+def _cell_key(c: str) -> tuple:
+  parts = c.split("/")
+  return parts[0], REGIMES.index(parts[1]), int(parts[2]) if len(parts) > 2 else -1
+
+
 def _cells(rows: list[dict]) -> list[str]:
-  return sorted({r["dataset"] for r in rows}, key=lambda c: (c.split("/")[0], REGIMES.index(c.split("/")[1])))
+  """Cells 'dataset/regime', or 'dataset/class/<c>' in a class sweep, in a stable order."""
+  return sorted({r["dataset"] for r in rows}, key=_cell_key)
 
 
 def _style(method: str) -> dict:
@@ -229,6 +272,7 @@ def run(config, workdir: str) -> list[dict]:
   rows: list[dict] = []
   tuning: dict[str, Any] = {}
   caches: dict[Any, dict] = {}   # compiled steps, shared by every cell and seed with the same model
+  t_run = time.perf_counter()
   for dataset in config.datasets:
     data = load_data(config, dataset)
     for regime in config.regimes:
@@ -241,6 +285,22 @@ def run(config, workdir: str) -> list[dict]:
         chosen, tuning[cell] = tune_cell(config, p, data, regime, model, cache)
         print(f"[unlearning] {cell} tuned in {time.perf_counter() - t0:.1f}s: "
               + ", ".join(f"{k}={list(v.values())[0]:g}" for k, v in chosen.items()), flush=True)
+      if regime == "class" and p["class_sweep"]:
+        # Every class in turn; the original model depends only on the seed, so it is trained once.
+        origs: dict[int, Any] = {}
+        for c in p["class_sweep"]:
+          if p["max_wall_s"] and time.perf_counter() - t_run > p["max_wall_s"]:
+            print(f"[unlearning] {cell}: wall budget {p['max_wall_s']:.0f}s spent; classes from {c} on not run",
+                  flush=True)
+            break
+          for s in config.seeds:
+            seed = p["seed"] + s
+            task = make_task(config, data, regime, seed, forget_class=c)
+            if seed not in origs:
+              origs[seed] = runner.run_method("original", p["settings"]["original"], model, None, task, seed=seed,
+                                              cache=cache, train_config=p["train_config"])
+            rows += run_cell_seed(config, p, f"{cell}/{c}", task, model, chosen, seed, cache, orig=origs[seed])
+        continue
       for s in config.seeds:
         seed = p["seed"] + s
         rows += run_cell_seed(config, p, cell, make_task(config, data, regime, seed), model, chosen, seed, cache)
@@ -254,7 +314,82 @@ def run(config, workdir: str) -> list[dict]:
                                xlabel="run time / Retrain run time (%, steady, log)",
                                ylabel="Avg. Gap to Retrain (lower is better)")
     common.save_plot(fig, workdir, "avg_gap_vs_rte.png")
+    if p["paper_table"]:
+      with open(os.path.join(workdir, "paper_summary.md"), "w") as f:
+        f.write(paper_summary(rows, methods))
+      common.save_plot(sweep_plot(rows), workdir, "forget_acc_sweep.png")
   return rows
+
+
+# --------------------------------------------------------------------------- the paper's table and the sweep
+PAPER_COLUMNS = [("RA", "Retain acc", 1, "metrics", 1.0), ("FA", "Forget acc", 1, "metrics", 1.0),
+                 ("TA_r", "Test acc (retained cl.)", 1, "metrics", 1.0),
+                 ("TA_f", "Test acc (forgotten cl.)", 1, "metrics", 1.0), ("MIA_AUC", "MIA AUC", 3, "metrics", 1.0),
+                 ("KL_t", "KL to Retrain (test)", 3, "metrics", 1.0), ("JS_t", "JS to Retrain (test)", 3, "metrics", 1.0),
+                 ("KL_f", "KL (forget)", 3, "metrics", 1.0), ("CKA_r", "CKA (retain)", 3, "metrics", 1.0),
+                 ("steady_s", "time s", 3, "cost", 1.0), ("rte", "time / Retrain %", 2, "cost", 100.0)]
+
+
+def _mean(rows: list[dict], key: str) -> float:
+  v = [r["metrics"].get(key) for r in rows]
+  v = [x for x in v if x is not None]
+  return float(np.mean(v)) if v else float("nan")
+
+
+def paper_summary(rows: list[dict], methods: list[str]) -> str:
+  """The paper's columns for the first class of the sweep, per dataset; then forget accuracy of
+  every method for every forgotten class with the head's class at the mean (the collision)."""
+  cells = _cells(rows)
+  sweep = [c for c in cells if len(c.split("/")) == 3]
+  first = {}
+  for c in sweep:
+    first.setdefault(c.split("/")[0], c)
+  out = ["## The paper's table (fixed settings)\n",
+         report.method_cell_table(rows, list(first.values()), methods, PAPER_COLUMNS, LABELS)]
+  for ds in sorted({c.split("/")[0] for c in sweep}):
+    cs = [c for c in sweep if c.startswith(ds + "/")]
+    classes = [c.split("/")[2] for c in cs]
+    out += [f"\n### {ds}: forget accuracy (%) per forgotten class, mean over seeds\n",
+            "| method | " + " | ".join(classes) + " | mean | colliding cl. | other cl. |",
+            "|---" * (len(classes) + 4) + "|"]
+    heads = [[r for r in rows if r["dataset"] == c and r["method"] == "original"] for c in cs]
+    arg = [_mean(h, "head_mean_argmax") for h in heads]
+    pm = [_mean(h, "head_mean_pmax") for h in heads]
+    hit = [_mean(h, "mean_is_forget_class") for h in heads]
+    out.append("| argmax h(mean z) (p) | " + " | ".join(f"{a:.0f} ({q:.2f})" for a, q in zip(arg, pm)) + " | | | |")
+    for m in methods:
+      fa = [_mean([r for r in rows if r["dataset"] == c and r["method"] == m], "FA") for c in cs]
+      if all(np.isnan(fa)):
+        continue
+      col = [f for f, h in zip(fa, hit) if h >= 0.5]
+      oth = [f for f, h in zip(fa, hit) if h < 0.5]
+      agg = lambda v: f"{np.mean(v):.1f}" if v else "-"  # noqa: E731
+      out.append(f"| {LABELS.get(m, m)} | " + " | ".join(f"{f:.1f}" for f in fa)
+                 + f" | {np.nanmean(fa):.1f} | {agg(col)} | {agg(oth)} |")
+  return "\n".join(out) + "\n"
+
+
+def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_uniform", "ru_zs")):
+  """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
+  the head assigns to the mean representation (the collision) are shaded."""
+  import matplotlib.pyplot as plt
+  sweep = [c for c in _cells(rows) if len(c.split("/")) == 3]
+  datasets = sorted({c.split("/")[0] for c in sweep})
+  fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 3.8), squeeze=False)
+  for ax, ds in zip(axes[0], datasets):
+    cs = [c for c in sweep if c.startswith(ds + "/")]
+    xs = [int(c.split("/")[2]) for c in cs]
+    for c, x in zip(cs, xs):
+      if _mean([r for r in rows if r["dataset"] == c and r["method"] == "original"], "mean_is_forget_class") >= 0.5:
+        ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
+    for m in methods:
+      fa = [_mean([r for r in rows if r["dataset"] == c and r["method"] == m], "FA") for c in cs]
+      if not all(np.isnan(fa)):
+        ax.plot(xs, fa, marker="o", label=LABELS.get(m, m))
+    ax.set(title=f"{ds}: shaded = head's class at the mean z", xlabel="forgotten class", ylabel="forget accuracy %",
+           xticks=xs)
+    ax.legend(fontsize=7)
+  return fig
 
 
 if __name__ == "__main__":

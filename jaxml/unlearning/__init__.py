@@ -4,7 +4,10 @@ sends forget representations to an uninformative point; plus the baselines and e
 of the unlearning benchmark.
 
 Start with `run_method(name, settings, model, params0, task, seed=...)`: one signature for RU,
-RU zero-shot, every baseline, Retrain and the original model; `tune` picks a setting by Avg. Gap.
+RU zero-shot, RU with the uniform target (`ru_uniform`, our extension: the forget target is the point
+nearest the mean representation where the frozen head is uniform over the retained classes, which
+removes the failure when the head maps the mean to the forgotten class), every baseline (SISA, UNSIR
+and GKT included), Retrain and the original model; `tune` picks a setting by Avg. Gap.
 Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and
 zero-shot objectives), `api` (`make_method`, `unlearn`, `fit_params`), `sampling` (batch
 builders; float settings ride in the batch), `baselines`, `evaluate`, `runner`.

@@ -22,9 +22,9 @@ from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.transform import make_transform
 
-__all__ = ["DEFAULTS", "FROZEN", "make_method", "make_loss_fn", "make_eval_fn", "make_optimizer",
+__all__ = ["DEFAULTS", "FROZEN", "TARGETS", "uniform_target", "head_probs", "make_method", "make_loss_fn", "make_eval_fn", "make_optimizer",
            "class_statistics", "init_params", "unlearn", "UnlearnOutput", "batched_apply", "batch_values",
-           "step_structure", "make_predict_fn", "FitOutput", "fit_params"]
+           "step_structure", "make_predict_fn", "FitOutput", "fit_params", "target_info"]
 
 # Reference-code defaults with the CPU adaptations of the spec (step floor, batch 128).
 DEFAULTS: dict[str, Any] = dict(
@@ -41,9 +41,14 @@ DEFAULTS: dict[str, Any] = dict(
     prototypes="head",        # zero-shot proxies: head rows ("head") or rows rescaled to the mean
                               # training-feature norm ("rescaled", an extension)
     label_weight=0.0,         # lambda of the label-aware extension lambda * CE(h(T(z_r)), y_r)
+    target="mean",            # forget target of the standard regime: "mean" (the reference: the mean
+                              # representation of D) or "uniform" (extension `ru_uniform`: the point
+                              # nearest the mean where the head is uniform over retained classes)
+    target_margin=4.0,        # "uniform": logit gap of the forgotten classes below the retained ones
 )
 
 FROZEN = (r"^model/", r"^stats/")
+TARGETS = ("mean", "uniform")
 
 
 def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -52,7 +57,38 @@ def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
   unknown = set(out) - set(DEFAULTS)
   if unknown:
     raise ValueError(f"unknown unlearning options {sorted(unknown)}; expected {sorted(DEFAULTS)}")
+  if out["target"] not in TARGETS:
+    raise ValueError(f"unknown target {out['target']!r}; expected one of {TARGETS}")
+  if out["zero_shot"] and out["target"] != "mean":
+    raise ValueError("the zero-shot regime's target is the prior mixture of head rows; target must be 'mean'")
   return out
+
+
+def head_probs(model: nn.Module, model_params: Any, z: np.ndarray) -> np.ndarray:
+  """softmax(h(z)) of the frozen head at one point z [D] -> [C] (numpy)."""
+  logits = model_lib.head_logits(model, model_params, jnp.asarray(z, jnp.float32)[None])
+  return np.asarray(jax.nn.softmax(logits[0]))
+
+
+def uniform_target(kernel: np.ndarray, bias: np.ndarray, mean: np.ndarray, forget_classes: Sequence[int],
+                   margin: float) -> np.ndarray:
+  """The point nearest `mean` whose head logits are equal on the retained classes and `margin`
+  lower on the forgotten ones (all equal without forgotten classes: h(z*) uniform, KL(h(z*) || U) = 0).
+
+  The head is affine, logits = z K + b (K [D, C]), so the set {z : P (K^T z + b + margin 1_F) = 0}
+  (P centres over classes) is an affine subspace and its nearest point to the mean is
+  z* = mean - pinv(P K^T) P (K^T mean + b + margin 1_F): the exact minimiser of the distance among
+  the points where the head's output is the target distribution (the closed form of running
+  gradient steps on KL(h(z) || q) from the mean with a proximity term).
+  """
+  k = np.asarray(kernel, np.float64)
+  c = k.shape[1]
+  gap = np.zeros(c)
+  gap[list(forget_classes)] = float(margin)
+  centre = np.eye(c) - 1.0 / c
+  a = centre @ k.T                                                   # [C, D]
+  resid = centre @ (k.T @ np.asarray(mean, np.float64) + np.asarray(bias, np.float64) + gap)
+  return (np.asarray(mean, np.float64) - np.linalg.pinv(a) @ resid).astype(np.float32)
 
 
 def class_statistics(y_train: np.ndarray, num_classes: int, forget_classes: Sequence[int],
@@ -269,6 +305,22 @@ class UnlearnOutput(NamedTuple):
   encode_s: float           # time to cache features
   wall_s: float             # encoder warm-up + encode + fit (incl. compile)
   steady_s: float           # encode + fit without warm-up and the compiling first step
+  target_info: dict         # where the forget target sits for the frozen head (see `target_info`)
+
+
+def target_info(model: nn.Module, model_params: Any, mean: np.ndarray, target: np.ndarray,
+                forget_classes: Sequence[int]) -> dict[str, float]:
+  """The collision check: argmax / max-probability of h at the mean representation and at the
+  forget target actually used, and whether the head's class there is a forgotten one (nan when no
+  class is forgotten). With target == mean (the reference) the two coincide."""
+  out = {}
+  for name, z in (("mean", mean), ("target", target)):
+    p = head_probs(model, model_params, z)
+    out[f"{name}_argmax"] = float(np.argmax(p))
+    out[f"{name}_pmax"] = float(np.max(p))
+    out[f"{name}_collides"] = float(int(np.argmax(p)) in set(forget_classes)) if forget_classes else float("nan")
+  out["target_shift"] = float(np.linalg.norm(np.asarray(target) - np.asarray(mean)))
+  return out
 
 
 def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: Any, x_train: np.ndarray,
@@ -310,8 +362,22 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
     z_all = batched_apply(enc, x_train)
     feature_dim = int(z_all.shape[-1])
     feature_norm = float(np.mean(np.linalg.norm(z_all, axis=-1)))
-  encode_s = time.perf_counter() - t0
   stats = class_statistics(y_train, num_classes, forget_classes, feature_norm)
+  if cfg["zero_shot"]:
+    # Zero-shot target: the prior mixture of the (used) prototypes, sum_c pi_c w_c.
+    protos = np.asarray(_prototypes(cfg, {"model": model_params, "stats": stats}))
+    mean = target = stats["pi"] @ protos
+    shift = np.zeros(feature_dim, np.float32)
+  else:
+    mean = z_all[np.concatenate([retain_idx, forget_idx])].mean(axis=0)
+    target = mean
+    if cfg["target"] == "uniform":
+      head = model_params["head"]
+      target = uniform_target(head["kernel"], head["bias"], mean, forget_classes, float(cfg["target_margin"]))
+    # L_f's minimiser is the reference batch mean; shifting the batch moves it to the target.
+    shift = (target - mean).astype(np.float32)
+  encode_s = time.perf_counter() - t0
+  info = target_info(model, model_params, mean, target, forget_classes)
   params = init_params(cfg, jax.random.key(seed), model_params, feature_dim, stats)
   num_steps = steps_for_epochs(forget_idx.size, bsz, float(cfg["epochs"]), minimum=int(cfg["min_steps"]))
   y_train = np.asarray(y_train, np.int32)
@@ -333,10 +399,10 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
       rr, _ = r_rows(step)
       rf, wf = f_rows(step)
       ra, _ = all_rows(step)
-      return {"zr": z_all[rr], "yr": y_train[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
+      return {"zr": z_all[rr], "yr": y_train[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra] + shift}
 
   key = ("representation_unlearning", step_structure(cfg), model)
   fit = fit_params(key, make_loss_fn(cfg, model), params, with_values(batch_fn, bsz, **values), lr=float(cfg["lr"]),
                    train_config=train_config, frozen=FROZEN, num_steps=num_steps, seed=seed, cache=cache,
                    name="ru_zs" if cfg["zero_shot"] else "ru", progress=progress, mesh=mesh)
-  return UnlearnOutput(fit.params, fit, encode_s, warm_s + encode_s + fit.wall_s, encode_s + fit.steady_s)
+  return UnlearnOutput(fit.params, fit, encode_s, warm_s + encode_s + fit.wall_s, encode_s + fit.steady_s, info)

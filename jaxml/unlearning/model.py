@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
 
-__all__ = ["MLPEncoder", "MLPClassifier", "encode", "head_logits", "logits", "head_kernel"]
+__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits", "head_kernel"]
 
 
 class MLPEncoder(nn.Module):
@@ -36,6 +36,41 @@ class MLPClassifier(nn.Module):
 
   def setup(self):
     self.encoder = MLPEncoder(tuple(self.features))
+    self.head = nn.Dense(self.num_classes)
+
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return self.head(self.encoder(x))
+
+
+class Conv1DEncoder(nn.Module):
+  """[B, L] or [B, L, C] -> [B, features]: `layers` x (Conv1D `kernel`, `channels`, ReLU), flatten,
+  Dense(features) ReLU (the deeper encoder of the spec's mnist1d CNN option)."""
+
+  features: int = 128
+  channels: int = 32
+  layers: int = 3
+  kernel: int = 5
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    if x.ndim == 2:
+      x = x[..., None]
+    for i in range(self.layers):
+      x = nn.relu(nn.Conv(self.channels, (self.kernel,), padding="SAME", name=f"conv_{i}")(x))
+    return nn.relu(nn.Dense(self.features, name="dense")(x.reshape(x.shape[0], -1)))
+
+
+class Conv1DClassifier(nn.Module):
+  """Conv1DEncoder + linear head, submodules named `encoder` and `head`."""
+
+  num_classes: int
+  features: int = 128
+  channels: int = 32
+  layers: int = 3
+  kernel: int = 5
+
+  def setup(self):
+    self.encoder = Conv1DEncoder(self.features, self.channels, self.layers, self.kernel)
     self.head = nn.Dense(self.num_classes)
 
   def __call__(self, x: jax.Array) -> jax.Array:

@@ -5,7 +5,7 @@ each baseline, Retrain and the original model, all with the same signature and o
   logits, feats = out.predict(x)
 
 `config` holds the method's settings as a plain dict or ConfigDict (unknown keys are errors):
-the `api.DEFAULTS` keys for "ru" / "ru_zs" (zero_shot follows the name), the method's
+the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name), the method's
 `baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
 `tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task.
@@ -24,7 +24,9 @@ from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune"]
 
-RU_METHODS = ("ru", "ru_zs")
+# ru_uniform (our extension): RU with the forget target moved from the mean representation to the
+# nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
+RU_METHODS = ("ru", "ru_zs", "ru_uniform")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs",) + baselines.ZERO_SHOT_BASELINES
 
@@ -35,6 +37,7 @@ class RunOutput(NamedTuple):
   wall_s: float          # the whole run incl. compile and pre-computation
   steady_s: float        # the same without the compiling first steps
   num_steps: int
+  info: dict | None = None   # RU runs: the forget target's collision check (`api.target_info`)
 
 
 def _cached(cache: MutableMapping[Hashable, Any] | None, key: Hashable, build: Callable[[], Any]) -> Any:
@@ -55,7 +58,7 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
   cfg = dict(config or {})
   if "hidden" in cfg:
     cfg["hidden"] = tuple(cfg["hidden"])
-  return cfg | {"zero_shot": name == "ru_zs"}
+  return cfg | {"zero_shot": name == "ru_zs", "target": "uniform" if name == "ru_uniform" else "mean"}
 
 
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,
@@ -75,7 +78,8 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
     s = api._cfg(cfg)
     pred = _cached(cache, ("ru_predict", model, s["transform"], tuple(s["hidden"])),
                    lambda: api.make_predict_fn(cfg, model))
-    return RunOutput(out.params, lambda x: pred(out.params, x), out.wall_s, out.steady_s, out.fit.num_steps)
+    return RunOutput(out.params, lambda x: pred(out.params, x), out.wall_s, out.steady_s, out.fit.num_steps,
+                     out.target_info)
   plain = predictor(model, cache)
   if name == "original":
     fit = baselines.train_classifier(baselines.hyperparameters("retrain", config), model, task,
@@ -84,6 +88,8 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
     return RunOutput(fit.params, lambda x: plain(fit.params, x), fit.wall_s, fit.steady_s, fit.num_steps)
   out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache,
                                train_config=train_config)
+  if name in baselines.ENSEMBLES:
+    plain = baselines.ensemble_predictor(model, cache)
   return RunOutput(out.params, lambda x: plain(out.params, x), out.wall_s, out.steady_s, out.num_steps)
 
 

@@ -64,3 +64,40 @@ def test_paper_preset_two_steps_on_mock_cifar10(tmp_path):
   assert by["original"]["cost"]["steps"] == 2 and by["retrain"]["cost"]["steps"] == 2
   assert by["ru"]["cost"]["steps"] == 2
   assert np.isfinite(by["ru"]["metrics"]["TA"])
+
+
+def test_paper_cpu_sweep_names_the_collision(tmp_path):
+  config = unlearning_config.get_config("paper_cpu:datasets=digits,methods=ru+ru_uniform")
+  config.class_sweep = (0, 1)
+  config.data.limit_train = 320
+  config.train.epochs = 2.0
+  config.ru.update(min_steps=3)
+  config.ru_uniform.update(min_steps=3)
+  config.representation_checks = False
+  rows = exp.run(config, str(tmp_path))
+  assert {r["dataset"] for r in rows} == {"digits/class/0", "digits/class/1"}
+  for r in rows:
+    m = r["metrics"]
+    # Every row carries the head's class at the mean and whether it is the forgotten class.
+    assert m["mean_is_forget_class"] == float(m["head_mean_argmax"] == m["forget_class"])
+    assert 0.0 < m["head_mean_pmax"] <= 1.0
+  uni = [r["metrics"] for r in rows if r["method"] == "ru_uniform"]
+  assert all(m["ru_target_collides"] == 0.0 and m["ru_target_shift"] > 0 for m in uni)
+  summary = open(os.path.join(str(tmp_path), "paper_summary.md")).read()
+  assert "argmax h(mean z)" in summary and "| RU uniform target (ext.) |" in summary
+  assert os.path.exists(os.path.join(str(tmp_path), "forget_acc_sweep.png"))
+
+
+def test_cnn1d_encoder_feeds_the_linear_head():
+  import jax
+  from jaxml.unlearning import model as model_lib
+  config = unlearning_config.get_config("paper_cpu:datasets=mnist1d")
+  config.model.arch = "cnn1d"
+  model = exp.make_model(config, "mnist1d", 10)
+  assert isinstance(model, model_lib.Conv1DClassifier)
+  x = np.zeros((2, 40), np.float32)
+  params = model.init(jax.random.key(0), x)["params"]
+  assert model_lib.encode(model, params, x).shape == (2, config.model.features[-1])
+  assert model_lib.head_kernel(params).shape == (10, config.model.features[-1])
+  with pytest.raises(ValueError, match="mnist1d"):
+    exp.make_model(config, "digits", 10)

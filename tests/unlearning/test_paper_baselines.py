@@ -1,0 +1,95 @@
+"""The paper's baselines missing before (SISA, UNSIR, GKT) and the ru_uniform target, on tiny problems."""
+
+import numpy as np
+import pytest
+
+from jaxml.unlearning import api, baselines, runner
+from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.sampling import steps_for_epochs
+from tests.unlearning.helpers import gaussian_task
+
+MODEL = model_lib.MLPClassifier(3, (16, 8))
+TRAIN = {"epochs": 20.0, "batch_size": 16, "lr": 3e-3}
+
+
+@pytest.fixture(scope="module")
+def setup():
+  task = gaussian_task()
+  fit = baselines.train_classifier(baselines.hyperparameters("retrain", TRAIN), MODEL, task,
+                                   np.arange(task.x_train.shape[0]), seed=0)
+  return task, fit.params, {}
+
+
+def _fa_ra(out, task):
+  logits = np.asarray(out.predict(task.x_train)[0])
+  pred = np.argmax(logits, -1)
+  f, r = task.forget_idx, task.retain_idx
+  return 100.0 * np.mean(pred[f] == task.y_train[f]), 100.0 * np.mean(pred[r] == task.y_train[r])
+
+
+def test_sisa_forgets_the_class_and_retrains_only_affected_shards(setup):
+  task, params0, cache = setup
+  hp = dict(shards=3, epochs=20.0, lr=3e-3, batch_size=16)
+  out = runner.run_method("sisa", hp, MODEL, params0, task, seed=0, cache=cache)
+  fa, ra = _fa_ra(out, task)
+  assert fa == 0.0 and ra >= 95.0, (fa, ra)        # no shard model ever saw the forgotten class
+  # Forget rows inside one shard: only that shard is retrained (its steps only).
+  sid = baselines.shard_of(task.x_train.shape[0], 3, 0)
+  rows = np.flatnonzero(sid == 1)[:5]
+  sub = gaussian_task(forget_rows=rows)
+  out = runner.run_method("sisa", hp, MODEL, params0, sub, seed=0, cache=cache)
+  assert out.num_steps == steps_for_epochs(int(np.sum(sid == 1)) - 5, 16, 20.0)
+
+
+def test_unsir_lowers_forget_accuracy_and_keeps_retain(setup):
+  task, params0, cache = setup
+  hp = dict(batch_size=16, noise_copies=16, noise_steps=100, noise_lr=0.1, noise_l2=0.01, impair_lr=0.02)
+  fa, ra = _fa_ra(runner.run_method("unsir", hp, MODEL, params0, task, seed=0, cache=cache), task)
+  assert fa <= 10.0 and ra >= 90.0, (fa, ra)
+  with pytest.raises(baselines.NotApplicable):
+    runner.run_method("unsir", hp, MODEL, params0, gaussian_task(forget_class=None, forget_rows=np.arange(4)),
+                      seed=0, cache=cache)
+
+
+def test_gkt_is_zero_shot_forgets_and_transfers_retained_classes(setup):
+  task, params0, cache = setup
+  # Zero-shot: every training input but the first (used only for the student's shapes) is NaN.
+  x = np.full_like(task.x_train, np.nan)
+  x[0] = task.x_train[0]
+  blind = task._replace(x_train=x)
+  hp = dict(cycles=200, batch_size=64, z_dim=16, generator_hidden=32, at_beta=0.0)
+  out = runner.run_method("gkt", hp, MODEL, params0, blind, seed=0, cache=cache)
+  fa, ra = _fa_ra(out, task)
+  # A fresh student taught only on generated samples: the forget class is never transferred,
+  # the two retained classes are (chance on them is 50 %).
+  assert fa == 0.0 and ra >= 65.0, (fa, ra)
+
+
+def test_uniform_target_equalises_retained_logits_and_lowers_forgotten_ones():
+  rng = np.random.default_rng(0)
+  kernel, bias, mean = rng.normal(size=(12, 4)), rng.normal(size=4), rng.normal(size=12)
+  z = api.uniform_target(kernel, bias, mean, [2], 3.0)
+  logits = z @ kernel + bias
+  np.testing.assert_allclose(logits[[0, 1, 3]], logits[0], atol=1e-4)
+  np.testing.assert_allclose(logits[0] - logits[2], 3.0, atol=1e-4)
+  # Nearest such point: any other point of the set is farther from the mean.
+  null = np.linalg.svd((np.eye(4) - 0.25) @ kernel.T)[2][-1]
+  assert np.linalg.norm(z + 0.5 * null - mean) > np.linalg.norm(z - mean)
+
+
+def test_target_info_names_the_collision():
+  model = model_lib.MLPClassifier(3, (4,))
+  params = {"head": {"kernel": np.zeros((4, 3), np.float32), "bias": np.asarray([0.0, 0.0, 3.0], np.float32)}}
+  mean = np.ones(4, np.float32)
+  info = api.target_info(model, params, mean, mean, [2])
+  assert info["mean_argmax"] == 2.0 and info["mean_collides"] == 1.0 and info["mean_pmax"] > 0.8
+  assert np.isnan(api.target_info(model, params, mean, mean, [])["mean_collides"])   # no class forgotten
+
+
+def test_ru_uniform_sends_forget_rows_off_the_forgotten_class(setup):
+  task, params0, cache = setup
+  cfg = {"batch_size": 16, "min_steps": 80, "hidden": (16,), "lr": 1e-2, "beta": 0.1}
+  out = runner.run_method("ru_uniform", cfg, MODEL, params0, task, seed=0, cache=cache)
+  fa, ra = _fa_ra(out, task)
+  assert out.info["target_collides"] == 0.0 and out.info["target_pmax"] < 0.6
+  assert fa <= 5.0 and ra >= 95.0, (fa, ra)
