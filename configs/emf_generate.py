@@ -34,7 +34,7 @@ def get_config(arg=None):
                   "small": "checkerboard+8gaussians+moons+mnist1d+digits",
                   "paper": "+".join(DATASETS)}[preset]
   config.datasets = tuple((arg.datasets or default_sets).split("+"))
-  default_methods = ("emf_u+emf_u_vc+emf_x1+fm+meanflow+meanflow_split+shortcut+ct" if smoke
+  default_methods = ("emf_u+emf_x1_vc+fm+meanflow+shortcut+ct" if smoke
                      else "emf_u+emf_u_vc+fm+meanflow+shortcut")
   config.methods = tuple((arg.methods or default_methods).split("+"))
   config.num_seeds = arg.seeds or {"smoke": 1, "small": 3, "paper": 3}[preset]   # seeds seed .. seed + n - 1
