@@ -34,10 +34,41 @@ def combine(row_sets: list[list[dict]]) -> list[dict]:
   return out
 
 
+def headline(rows: list[dict], name: str, metrics: tuple[str, ...], methods: tuple[str, ...]) -> str:
+  """Compact markdown for the docs: floors, then the chosen rows `methods` (mean ± std over seeds, the
+  chosen p, and the median training wall time); '(nl)' marks a cell at or beyond the noise floor."""
+  import numpy as np
+  from experiments.emf_generate import HIGHER_BETTER
+  rs = [r for r in rows if r["dataset"] == name]
+  noise = next(r["metrics"] for r in rs if r["method"] == "floor_noise")
+  lines = ["| method@NFE | seeds | " + " | ".join(metrics) + " | chosen | train s |", "|---" * (len(metrics) + 4) + "|"]
+  for m in [f for f in FLOORS if any(r["method"] == f for r in rs)] + list(methods):
+    mr = [r for r in rs if r["method"] == m]
+    if not mr:
+      continue
+    cells = []
+    for k in metrics:
+      vals = np.array([np.nan if r["metrics"].get(k) is None else r["metrics"][k] for r in mr], float)
+      cell = f"{vals.mean():.4g}" + (f" ± {vals.std():.2g}" if len(vals) > 1 else "")
+      if m not in FLOORS and (vals.mean() <= noise[k] if k in HIGHER_BETTER else vals.mean() >= noise[k]):
+        cell += " (nl)"
+      cells.append(cell)
+    met = mr[0]["metrics"]
+    chosen = "" if "chosen_p" not in met else (
+        ("vc" if met.get("chosen_vc") else "model") + ("/x1" if met.get("chosen_x1") else "/u") + ", "
+        if "chosen_vc" in met else "") + f"p={met['chosen_p']:g}"
+    wall = np.median([r["cost"].get("train_wall_s", np.nan) for r in mr]) if m not in FLOORS else np.nan
+    lines.append(f"| {m} | {len(mr) if m not in FLOORS else ''} | " + " | ".join(cells) +
+                 f" | {chosen} | {'' if np.isnan(wall) else f'{wall:.0f}'} |")
+  return "\n".join(lines) + "\n"
+
+
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("workdirs", nargs="+")
   ap.add_argument("--out", required=True)
+  ap.add_argument("--headline", default="", help="'+'-separated method@NFE rows for a compact table")
+  ap.add_argument("--metrics", default="energy+c2st+modes+off_mode")
   args = ap.parse_args()
   rows = combine([json.load(open(os.path.join(w, "results.json")))["rows"] for w in args.workdirs])
   os.makedirs(args.out, exist_ok=True)
@@ -46,6 +77,9 @@ def main():
   with open(os.path.join(args.out, "summary.md"), "w") as f:
     f.write(text)
   print(text)
+  if args.headline:
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+      print(f"\n{name}\n" + headline(rows, name, tuple(args.metrics.split("+")), tuple(args.headline.split("+"))))
 
 
 if __name__ == "__main__":
