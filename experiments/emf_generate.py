@@ -254,8 +254,9 @@ def choose(rows: list[dict], name: str, methods: tuple[str, ...], weightings: di
       tags |= {"chosen_vc": float(base.endswith("_vc")), "chosen_x1": float("_x1" in base)}
     for r in rows:
       if r["dataset"] == name and r["method"].split("@")[0] == v:
+        nan = lambda d: {k: (float("nan") if v is None else v) for k, v in d.items()}   # cleaned rows hold None
         out.append(common.row(method=f"{head}@{r['method'].split('@')[1]}", dataset=name, split=r["split"],
-                              seed=r["seed"], metrics=r["metrics"] | tags, cost=r["cost"]))
+                              seed=r["seed"], metrics=nan(r["metrics"]) | tags, cost=nan(r["cost"])))
     print(f"[emf_generate] {name}: headline {head} uses {v} (validation {primary} {val(v):.4g})", flush=True)
   return out, picks
 

@@ -57,6 +57,7 @@ def test_combine_picks_on_validation_over_all_seeds_and_marks_noise_floor():
   # although p0 has the better test score (the test score must not decide).
   seed0 = floors + [row("emf_u/p0@1", 0, 0.01, 0.030), row("emf_u/p1@1", 0, 0.08, 0.031)]
   seed1 = floors + [row("emf_u/p0@1", 1, 0.01, 0.090), row("emf_u/p1@1", 1, 0.08, 0.040)]
+  seed1[-1]["cost"] = {"steps_per_s": None}          # a resumed run has no rate (cleaned to None)
   rows = emf_summary.combine([seed0, seed1])
   heads = [r for r in rows if r["method"] in ("emf_u@1", "emf@1")]
   assert len(heads) == 4 and all(r["metrics"]["chosen_p"] == 1.0 for r in heads)
