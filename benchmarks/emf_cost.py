@@ -14,6 +14,10 @@ fused MeanFlow with the JVP computed through two reverse passes (the double-back
 where forward mode is missing), to show where a JVP-free method can save.
 
   python -m benchmarks.emf_cost --methods=fm,emf_u,meanflow,meanflow_dvjp
+  python -m benchmarks.emf_cost --families=mlp --methods=fm,emf_u,emf_u_vc,meanflow --arms=B   # both Euler fields
+
+`emf_*_vc` takes the Euler step along the per-sample conditional velocity v_c instead of the model's own
+field at r = t, which drops one stopped forward pass on the interval rows.
 """
 
 import argparse
@@ -34,7 +38,9 @@ FAMILIES = {
     "unet": (dict(kind="unet", channels=(32, 64), blocks=2, cond_dim=128), (8, 8, 1), 128),
     "setnet": (dict(kind="setnet", width=128, depth=4, cond_dim=128), (128, 3), 64),
 }
-METHODS = ("fm", "emf_u", "emf_x1", "meanflow", "meanflow_split", "meanflow_dvjp", "shortcut", "ct")
+METHODS = ("fm", "emf_u", "emf_u_vc", "emf_x1", "emf_x1_vc", "meanflow", "meanflow_split", "meanflow_dvjp",
+           "shortcut", "ct")
+EMF = ("emf_u", "emf_u_vc", "emf_x1", "emf_x1_vc")   # Euler field = model at r = t, or v_c (one pass fewer)
 
 
 def _config(method, model, aux_rows):
@@ -135,7 +141,7 @@ def main():
       for m, v in res.items():
         print(f"| {m} | {v['temp'] / 2**20:.2f} | {v['temp'] / base['temp']:.2f} | {v['flops'] / base['flops']:.2f} | "
               f"{v['step_ms']:.2f} | {v['step_ms'] / base['step_ms']:.2f} | {v['compile_s']:.1f} |")
-      for emf in ("emf_u", "emf_x1"):
+      for emf in EMF:
         for mf in ("meanflow", "meanflow_split", "meanflow_dvjp"):
           if emf in res and mf in res:
             e, f = res[emf], res[mf]

@@ -72,9 +72,12 @@ def emf_config_from(config: Any, **overrides) -> EMFConfig:
   return EMFConfig(**fields)
 
 
-def _emf(param: str) -> FlowMethod:
+def _emf(param: str, euler_field: str | None = None) -> FlowMethod:
+  """EMF with `param` prediction; `euler_field` fixes the Euler step's field (None: the emf section's)."""
   def build(apply_fn, sections, num_classes):
     cfg = sections["emf"]._replace(param=param)
+    if euler_field is not None:
+      cfg = cfg._replace(euler_field=euler_field)
     loss_fn = make_emf_loss(apply_fn, cfg)
     return loss_fn, lambda p, x0, lab, rng, k: sample.sample_flow_map(apply_fn, p, x0, k, lab, param), None
   return FlowMethod(build, "flow_map")
@@ -119,7 +122,8 @@ def _ct(apply_fn, sections, num_classes):
 
 # The one place a method name is resolved.
 METHODS: dict[str, FlowMethod] = {
-    "emf_u": _emf("u"), "emf_x1": _emf("x1"), "fm": FlowMethod(_fm, "flow"),
+    "emf_u": _emf("u"), "emf_x1": _emf("x1"), "emf_u_vc": _emf("u", "vc"), "emf_x1_vc": _emf("x1", "vc"),
+    "fm": FlowMethod(_fm, "flow"),
     "meanflow": _meanflow("fused"), "meanflow_split": _meanflow("split"),
     "shortcut": FlowMethod(_shortcut, "flow_map"), "ct": FlowMethod(_ct, "consistency"),
 }

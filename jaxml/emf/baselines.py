@@ -120,12 +120,17 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
 
 
 class ShortcutConfig(NamedTuple):
-  """max_steps M (d in {1, 1/2, ..., 1/M}); boot_frac of rows are bootstrap rows; fm_d: 'zero' or 'smallest'."""
+  """max_steps M (d in {1, 1/2, ..., 1/M}); boot_frac of rows are bootstrap rows; fm_d: flow rows at
+  'smallest' d = 1/M (default, as the shortcut authors do: the finest bootstrap level d = 2/M asks for
+  half steps d = 1/M, which these rows train) or at 'zero'; p, c: adaptive weight (e + c)^-p of each
+  row's error (p = 0: plain MSE, the paper's loss)."""
 
   max_steps: int = 32
   boot_frac: float = 0.25
   target_clip: float = 4.0
-  fm_d: str = "zero"
+  fm_d: str = "smallest"
+  p: float = 0.0
+  c: float = 1e-3
 
 
 def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: int = 0,
@@ -135,6 +140,8 @@ def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: i
   levels = int(round(math.log2(cfg.max_steps)))
   if 2 ** levels != cfg.max_steps:
     raise ValueError(f"max_steps must be a power of two, got {cfg.max_steps}")
+  if cfg.fm_d not in ("smallest", "zero"):
+    raise ValueError(f"unknown fm_d {cfg.fm_d!r}; expected smallest or zero")
   ecfg = EMFConfig(num_classes=num_classes, label_dropout=label_dropout)
 
   def loss_fn(params, batch, rng):
@@ -162,17 +169,21 @@ def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: i
     boot = jnp.clip((s1 + s2) / 2, -cfg.target_clip, cfg.target_clip)
     target = jnp.concatenate([boot, (x1 - x0)[n_boot:]], axis=0)
     err = per_row_sq(out - jax.lax.stop_gradient(target))
-    return jnp.mean(err), {"mse_boot": jnp.mean(err[:n_boot]), "mse_flow": jnp.mean(err[n_boot:])}
+    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
+    return loss, {"mse_boot": jnp.mean(err[:n_boot]), "mse_flow": jnp.mean(err[n_boot:])}
 
   return loss_fn
 
 
 class CTConfig(NamedTuple):
-  """grid_start -> grid_end cells (doubling); huber_c = c_scale * sqrt(D) (0.00054 sqrt(D) in iCT)."""
+  """grid_start -> grid_end cells (doubling); huber_c = c_scale * sqrt(D) (0.00054 sqrt(D) in iCT);
+  p, c: adaptive weight (e + c)^-p of each row's pseudo-Huber distance (p = 0: iCT's plain loss)."""
 
   grid_start: int = 10
   grid_end: int = 1280
   c_scale: float = 0.00054
+  p: float = 0.0
+  c: float = 1e-3
 
 
 def ct_grid_size(step: int, total_steps: int, cfg: CTConfig) -> int:
@@ -203,6 +214,6 @@ def make_ct_loss(apply_fn: ApplyFn, cfg: CTConfig, *, num_classes: int = 0,
     f_a = consistency_fn(apply_fn, params, x_a, t_a, labels)
     f_b = jax.lax.stop_gradient(consistency_fn(apply_fn, jax.lax.stop_gradient(params), x_b, t_b, labels))
     dist = jnp.sqrt(per_row_sq(f_a - f_b) + huber_c ** 2) - huber_c
-    return jnp.mean(dist * n), {"dist": jnp.mean(dist), "grid": n}
+    return jnp.mean(adaptive_weight(dist, cfg.p, cfg.c) * dist * n), {"dist": jnp.mean(dist), "grid": n}
 
   return loss_fn

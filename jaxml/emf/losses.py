@@ -37,7 +37,8 @@ class EMFConfig(NamedTuple):
   time_law: 'uniform' or 'logit_normal' (with ln_mu, ln_sigma, in our clock).
   p, c: adaptive weight (e + c)^-p (p = 0 is a plain mean squared error).
   eps: clamp of 1 - t and 1 - r in the x1 form.
-  euler_field: velocity of the Euler step: 'diag' (model at r = t), 'full' (model at r = 1), 'vc'.
+  euler_field: velocity of the Euler step: 'model' (the model's own field at r = t; 'diag' is an alias),
+    'full' (model at r = 1) or 'vc' (the per-sample conditional velocity; one stopped pass fewer).
   form: 'linear' (EMF, data term with weight 1) or 'convex' (bootstrap ablation, u only).
   aux_rows: 'interval' (stopped passes on the interval rows only) or 'all' (full batch).
   num_classes: > 0 for class-conditional runs (label `num_classes` is the null label).
@@ -54,7 +55,7 @@ class EMFConfig(NamedTuple):
   p: float = 1.0
   c: float = 1e-3
   eps: float = 0.02
-  euler_field: str = "diag"
+  euler_field: str = "model"
   form: str = "linear"
   aux_rows: str = "interval"
   num_classes: int = 0
@@ -150,7 +151,7 @@ def euler_target(apply_fn: ApplyFn, params_sg: Any, x: jax.Array, t: jax.Array, 
   params_sg = jax.lax.stop_gradient(params_sg)
   out = jax.lax.stop_gradient(out)
   delta = cfg.delta
-  if cfg.euler_field == "diag":
+  if cfg.euler_field in ("model", "diag"):
     vel = velocity_from(apply_fn(params_sg, x, t, t, label), x, t, cfg.param, cfg.eps)
   elif cfg.euler_field == "full":
     vel = velocity_from(apply_fn(params_sg, x, t, jnp.ones_like(t), label), x, t, cfg.param, cfg.eps)
@@ -159,7 +160,7 @@ def euler_target(apply_fn: ApplyFn, params_sg: Any, x: jax.Array, t: jax.Array, 
       raise ValueError("euler_field='vc' needs the conditional velocity")
     vel = vc
   else:
-    raise ValueError(f"unknown euler_field {cfg.euler_field!r}; expected diag, full or vc")
+    raise ValueError(f"unknown euler_field {cfg.euler_field!r}; expected model, full or vc")
   y = x + delta * vel
   nxt = apply_fn(params_sg, y, t + delta, r, label)
   span = jnp.maximum(r - t - delta, 0.0)

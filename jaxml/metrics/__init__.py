@@ -6,7 +6,7 @@ and from its module (`jaxml.metrics.generative.energy_distance`).
 
 from jaxml.metrics import calibration, generative, mcmc, mia, ood, ranking, representation
 from jaxml.metrics.calibration import brier, ece, interval_coverage
-from jaxml.metrics.generative import (chamfer_matrix, covariance_error, energy_distance, frechet_distance, kid,
+from jaxml.metrics.generative import (box_coverage, chamfer_matrix, classifier_two_sample, covariance_error, energy_distance, frechet_distance, kid,
                                       mmd_rbf, mode_coverage, periodogram_l1, point_cloud_scores,
                                       sliced_wasserstein)
 from jaxml.metrics.mcmc import bulk_ess, ess, rank_normalize, rank_split_rhat, split_chains, split_rhat
@@ -21,7 +21,7 @@ __all__ = [
     # calibration
     "brier", "ece", "interval_coverage",
     # generative
-    "chamfer_matrix", "covariance_error", "energy_distance", "frechet_distance", "kid", "mmd_rbf", "mode_coverage",
+    "box_coverage", "chamfer_matrix", "classifier_two_sample", "covariance_error", "energy_distance", "frechet_distance", "kid", "mmd_rbf", "mode_coverage",
     "periodogram_l1", "point_cloud_scores", "sliced_wasserstein",
     # mcmc
     "bulk_ess", "ess", "rank_normalize", "rank_split_rhat", "split_chains", "split_rhat",

@@ -14,14 +14,30 @@ def test_smoke_run_writes_rows(tmp_path):
   config.data.toy_eval = 128
   config.log_every = 2
   rows = emf_generate.run(config, str(tmp_path))
-  assert {r["method"] for r in rows} == {"real", "emf_u@1", "emf_u@2", "emf_u@4", "ct@1", "ct@2"}
+  variants = {f"{m}/p{p}@{k}" for m, ks in (("emf_u", (1, 2, 4)), ("ct", (1, 2))) for p in (0, 1) for k in ks}
+  heads = {"emf_u@1", "emf_u@2", "emf_u@4", "ct@1", "ct@2", "emf@1", "emf@2", "emf@4"}
+  assert {r["method"] for r in rows} == {"floor_real", "floor_mean", "floor_noise"} | variants | heads
   for r in rows:
     assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
     assert r["dataset"] == "checkerboard"
-    assert {"sw", "energy", "mmd"} <= set(r["metrics"])
+    assert {"sw", "energy", "mmd", "c2st", "modes", "off_mode"} <= set(r["metrics"])
+  by = {r["method"]: r["metrics"] for r in rows}
+  # Noise puts half its mass off the board's black cells; a real set puts none there.
+  assert by["floor_real"]["off_mode"] == 0.0 < 0.3 < by["floor_noise"]["off_mode"]
+  assert by["floor_real"]["energy"] < 0.2 < by["floor_mean"]["energy"]
+  # The headline copies the variant whose validation score is best (never the test score).
+  for head in ("emf_u", "ct"):
+    chosen = by[f"{head}@1"]["chosen_p"]
+    val = {p: by[f"{head}/p{p}@1"]["val_energy"] for p in (0, 1)}
+    assert val[int(chosen)] == min(val.values())
+    assert by[f"{head}@1"]["energy"] == by[f"{head}/p{int(chosen)}@1"]["energy"]
+  for m, r in by.items():
+    if not m.startswith("floor"):
+      assert r["not_learned"] == float(r["energy"] >= by["floor_noise"]["energy"])
   assert os.path.exists(tmp_path / "toys_samples.png")
+  assert "floor_noise" in open(tmp_path / "summary.md").read()
   common.write_json(str(tmp_path / "results.json"), {"rows": rows})
-  assert json.load(open(tmp_path / "results.json"))["rows"][1]["metrics"]["nfe"] == 1
+  assert json.load(open(tmp_path / "results.json"))["rows"][3]["metrics"]["nfe"] == 1
 
 
 def test_unknown_names_are_rejected():
@@ -29,3 +45,22 @@ def test_unknown_names_are_rejected():
   config = cfg_mod.get_config("smoke:datasets=cifar")
   with pytest.raises(ValueError, match="dataset"):
     emf_generate.plan(config)
+
+
+def test_combine_picks_on_validation_over_all_seeds_and_marks_noise_floor():
+  from experiments import emf_summary
+  row = lambda method, seed, energy, val=None: common.row(
+      method=method, dataset="8gaussians", seed=seed,
+      metrics={"nfe": 1, "energy": energy, **({} if val is None else {"val_energy": val})})
+  floors = [row("floor_real", 0, 0.001), row("floor_noise", 0, 0.07)]
+  # p0 wins seed 0 on validation by a little, p1 wins seed 1 by a lot: the mean over seeds picks p1,
+  # although p0 has the better test score (the test score must not decide).
+  seed0 = floors + [row("emf_u/p0@1", 0, 0.01, 0.030), row("emf_u/p1@1", 0, 0.08, 0.031)]
+  seed1 = floors + [row("emf_u/p0@1", 1, 0.01, 0.090), row("emf_u/p1@1", 1, 0.08, 0.040)]
+  seed1[-1]["cost"] = {"steps_per_s": None}          # a resumed run has no rate (cleaned to None)
+  rows = emf_summary.combine([seed0, seed1])
+  heads = [r for r in rows if r["method"] in ("emf_u@1", "emf@1")]
+  assert len(heads) == 4 and all(r["metrics"]["chosen_p"] == 1.0 for r in heads)
+  assert all(r["metrics"]["not_learned"] == 1.0 for r in heads)            # 0.08 >= noise floor 0.07
+  assert sum(r["method"].startswith("floor") for r in rows) == 2
+  assert "(nl)" in emf_generate.summary(rows)

@@ -75,8 +75,9 @@ def _x0_vc(batch, xt, t):
   return x1 - x0
 
 
-@pytest.mark.parametrize("param,form,field", [("u", "linear", "diag"), ("x1", "linear", "diag"),
-                                              ("u", "convex", "diag"), ("u", "linear", "full")])
+@pytest.mark.parametrize("param,form,field", [("u", "linear", "model"), ("x1", "linear", "model"),
+                                              ("u", "convex", "model"), ("u", "linear", "full"),
+                                              ("u", "linear", "vc"), ("x1", "linear", "vc")])
 def test_emf_gradient_is_that_of_a_constant_target(param, form, field):
   with jax.enable_x64(True):
     apply_fn, params = _net()
@@ -84,10 +85,13 @@ def test_emf_gradient_is_that_of_a_constant_target(param, form, field):
     batch, rng = _data()
     rec = _Recorder(apply_fn)
     make_emf_loss(rec, cfg)(params, batch, rng)
+    # Differentiated forward, (Euler-step field unless v_c), the pass at the Euler point.
+    assert len(rec.calls) == (2 if field == "vc" else 3)
     xt, t, r, out0 = rec.calls[0]
-    anchor = _x0_vc(batch, xt, t) if param == "u" else batch["x"]
+    vc = _x0_vc(batch, xt, t)
+    anchor = vc if param == "u" else batch["x"]
     # r == t rows have gain 0, so the public euler_target gives the anchor there: one call for all rows.
-    target, _ = euler_target(apply_fn, params, xt, t, r, anchor, out0, None, cfg)
+    target, _ = euler_target(apply_fn, params, xt, t, r, anchor, out0, None, cfg, vc)
     scale = 1.0 if param == "u" else jnp.square(jnp.maximum(1.0 - t, cfg.eps))
     w = _weight(per_row_sq(out0 - target) / scale, cfg.p, cfg.c)
 
@@ -131,10 +135,11 @@ def test_meanflow_gradient_is_that_of_a_constant_jvp_target(impl, aux_rows):
     _assert_grad_matches(baselines.make_meanflow_loss(apply_fn, cfg, impl=impl), ref, params, batch, rng)
 
 
-def test_shortcut_gradient_is_that_of_a_constant_bootstrap_target():
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_shortcut_gradient_is_that_of_a_constant_bootstrap_target(p):
   with jax.enable_x64(True):
     apply_fn, params = _net()
-    scfg = baselines.ShortcutConfig(max_steps=4, boot_frac=0.5, target_clip=0.5)
+    scfg = baselines.ShortcutConfig(max_steps=4, boot_frac=0.5, target_clip=0.5, p=p, c=1e-3)
     batch, rng = _data()
     rec = _Recorder(apply_fn)
     baselines.make_shortcut_loss(rec, scfg)(params, batch, rng)
@@ -145,8 +150,28 @@ def test_shortcut_gradient_is_that_of_a_constant_bootstrap_target():
     boot = jnp.clip((s1 + s2) / 2, -scfg.target_clip, scfg.target_clip)
     assert float(jnp.max(jnp.abs(boot))) == pytest.approx(scfg.target_clip)   # the clip is exercised
     target = jnp.concatenate([boot, vc[n_boot:]])
-    ref = lambda p: jnp.mean(per_row_sq(apply_fn(p, xt, t, r) - target))
+    w = _weight(per_row_sq(apply_fn(params, xt, t, r) - target), scfg.p, scfg.c)
+    ref = lambda q: jnp.mean(w * per_row_sq(apply_fn(q, xt, t, r) - target))
     _assert_grad_matches(baselines.make_shortcut_loss(apply_fn, scfg), ref, params, batch, rng)
+
+
+@pytest.mark.parametrize("m", [8, 32])
+def test_shortcut_trains_the_finest_level_the_bootstrap_asks_for(m):
+  """Flow rows sit at d = 1/M; the finest bootstrap level d = 2/M asks for half steps d = 1/M, which is
+  therefore a trained level; every half step asked for is a trained d (no untrained level is queried)."""
+  apply_fn, params = _net()
+  batch = {"x": jnp.asarray(np.random.default_rng(0).normal(size=(64, DIM)), jnp.float32)}
+  rec = _Recorder(apply_fn)
+  baselines.make_shortcut_loss(rec, baselines.ShortcutConfig(max_steps=m, boot_frac=0.25))(
+      jax.tree.map(lambda a: a.astype(jnp.float32), params), batch, jax.random.key(0))
+  (_, t, r, _), (_, tb, rb, _) = rec.calls[:2]
+  n_boot = tb.shape[0]
+  d_all, half = np.round(np.asarray(r - t), 6), np.round(np.asarray(rb - tb), 6)
+  np.testing.assert_allclose(d_all[n_boot:], 1.0 / m, rtol=1e-5)                       # flow rows at d = 1/M
+  assert half.min() == pytest.approx(1.0 / m, rel=1e-5)                                 # finest asked level
+  assert set(np.unique(half)) <= set(np.unique(d_all))                                  # all asked are trained
+  assert sorted(np.unique(d_all[:n_boot])) == pytest.approx([2.0 ** -j for j in range(int(np.log2(m)))][::-1])
+  assert float(np.max(np.asarray(t[n_boot:] + 1.0 / m))) <= 1.0 + 1e-6
 
 
 def test_consistency_training_gradient_stops_at_the_later_point():

@@ -59,3 +59,28 @@ def test_toys_are_seeded_and_standardised():
   assert np.all((cells.sum(1) % 2) == 0)
   tr, ev, mean, std = toys.standardize(toys.toy2d("moons", 5000, 0), toys.toy2d("moons", 100, 1))
   np.testing.assert_allclose(tr.std(0), 1.0, rtol=1e-4)
+
+
+def test_box_coverage_on_checkerboard_cells():
+  rng = np.random.default_rng(5)
+  x = toys.checkerboard(4000, rng)
+  lows = np.array([(i, j) for i in range(4) for j in range(4) if (i + j) % 2 == 0], float) - 2
+  covered, off = gm.box_coverage(x, lows, np.ones(2), min_share=0.05)
+  assert covered == 1.0 and off == 0.0
+  # Samples only in the left half of the board cover half of the cells; white cells are off-mode.
+  covered, _ = gm.box_coverage(x[x[:, 0] < 0], lows, np.ones(2), min_share=0.05)
+  assert covered == 0.5
+  white = np.floor(rng.uniform(-2, 2, (4000, 2)))
+  white = white[(white.sum(1) % 2) != 0] + 0.5
+  assert gm.box_coverage(white, lows, np.ones(2))[1] == 1.0
+
+
+def test_classifier_two_sample_test():
+  rng = np.random.default_rng(6)
+  a, b = toys.eight_gaussians(3000, rng), toys.eight_gaussians(3000, rng)
+  assert abs(gm.classifier_two_sample(a, b) - 0.5) < 0.04
+  # Half the modes missing (same support otherwise) or a plain Gaussian: clearly distinguishable.
+  centers = toys.eight_gaussian_centers()[::2]
+  four = (centers[rng.integers(0, 4, 3000)] + 0.1 * rng.normal(size=(3000, 2))).astype(np.float32)
+  assert gm.classifier_two_sample(four, b) > 0.6
+  assert gm.classifier_two_sample(rng.normal(size=(3000, 2)) * 2, b) > 0.9
