@@ -19,7 +19,7 @@ import numpy as np
 import optax
 
 from jaxml import core
-from jaxml.sol.api import RankLearner, init_extra, make_learner
+from jaxml.sol.api import RankLearner, host_pair_count, init_extra, make_learner
 from jaxml.sol.pairs import LabelBook, make_pair_batches
 
 __all__ = ["Trainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps", "plain_batches"]
@@ -103,7 +103,7 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
   b = min(trainer.batch_size, len(x_train) // 2)
   if learner.batch_kind == "pairs":
     book = LabelBook(y_train)
-    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]))
+    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]), pairs_per_class=host_pair_count(s))
     params = learner.method.init(rng, batches(0))
     extra = init_extra(s, params, x_train, y_train, learner.refresh, x_val, y_val)
     x_dev = jnp.asarray(x_train)
