@@ -31,14 +31,11 @@ def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
   hi = np.stack([lt, np.full_like(le, n), le], 1)
   first = rng.integers(0, 3, size=r.size)
   u = rng.random(r.size)
-  chosen_lo, chosen_hi = np.empty_like(lt), np.empty_like(lt)
-  done = np.zeros(r.size, bool)
-  for shift in range(3):
-    cls = (first + shift) % 3
-    a, b = lo[np.arange(r.size), cls], hi[np.arange(r.size), cls]
-    take = ~done & (b > a)
-    chosen_lo[take], chosen_hi[take] = a[take], b[take]
-    done |= take
+  rows = np.arange(r.size)[:, None]
+  cand = (first[:, None] + np.arange(3)[None, :]) % 3                 # preference order of classes
+  nonempty = hi[rows, cand] > lo[rows, cand]
+  cls = cand[rows[:, 0], np.argmax(nonempty, axis=1)]                 # first non-empty (≈ never is)
+  chosen_lo, chosen_hi = lo[rows[:, 0], cls], hi[rows[:, 0], cls]
   pos = chosen_lo + np.floor(u * (chosen_hi - chosen_lo)).astype(np.int64)
   return order[np.minimum(pos, chosen_hi - 1)]
 

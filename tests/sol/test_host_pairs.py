@@ -167,3 +167,30 @@ def test_relabelling_uses_the_validation_chosen_decoder(fixed):
   ref = refine_labels(train_pred[want], jnp.asarray(noisy), eta=0.9, step_rule="round_mean")
   np.testing.assert_array_equal(new["labels"], ref.labels)
   assert int(stats["changed"]) == int(np.sum(np.asarray(ref.labels) != noisy))
+
+
+def _references_loop(labels, base_idx, tau, rng):
+  """The earlier loop form of `sample_references` (fallback class by class), for the equality test."""
+  order = np.argsort(labels, kind="stable")
+  s, r, n = labels[order], labels[base_idx], labels.size
+  lt, le = np.searchsorted(s, r - tau, side="left"), np.searchsorted(s, r + tau, side="right")
+  lo, hi = np.stack([np.zeros_like(lt), le, lt], 1), np.stack([lt, np.full_like(le, n), le], 1)
+  first, u = rng.integers(0, 3, size=r.size), rng.random(r.size)
+  c_lo, c_hi, done = np.empty_like(lt), np.empty_like(lt), np.zeros(r.size, bool)
+  for shift in range(3):
+    cls = (first + shift) % 3
+    a, b = lo[np.arange(r.size), cls], hi[np.arange(r.size), cls]
+    take = ~done & (b > a)
+    c_lo[take], c_hi[take] = a[take], b[take]
+    done |= take
+  return order[np.minimum(c_lo + np.floor(u * (c_hi - c_lo)).astype(np.int64), c_hi - 1)]
+
+
+@pytest.mark.parametrize("top", [3, 30])
+def test_vectorised_references_equal_the_loop_form(top):
+  labels = np.random.default_rng(top).integers(0, top, 400)
+  labels[:50] = 0                                    # empty classes at the bottom force fallbacks
+  base = np.random.default_rng(1).integers(0, 400, 200)
+  for tau in (0, 1, 3):
+    np.testing.assert_array_equal(P.sample_references(labels, base, tau, np.random.default_rng(tau)),
+                                  _references_loop(labels, base, tau, np.random.default_rng(tau)))
