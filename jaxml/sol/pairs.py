@@ -4,7 +4,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["sample_references", "sample_pairs", "LabelBook", "make_pair_batches"]
+__all__ = ["sample_references", "sample_pairs", "sample_pairs_rows", "LabelBook", "make_pair_batches"]
 
 
 def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
@@ -92,6 +92,71 @@ def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
   return base, ref, valid
 
 
+def _row_searchsorted(sorted_rows: np.ndarray, queries: np.ndarray, side: str) -> np.ndarray:
+  """np.searchsorted per row of [R, M] non-decreasing int rows ([R, Q] queries), in one call:
+  each row is shifted into its own disjoint value range."""
+  r = sorted_rows.shape[0]
+  lo = min(int(sorted_rows.min()), int(queries.min()))
+  span = max(int(sorted_rows.max()), int(queries.max())) - lo + 1
+  shift = (np.arange(r, dtype=np.int64) * span)[:, None]
+  flat = (sorted_rows.astype(np.int64) - lo + shift).ravel()
+  return np.searchsorted(flat, (queries.astype(np.int64) - lo + shift).ravel(), side=side).reshape(
+      queries.shape) - (np.arange(r) * sorted_rows.shape[1])[:, None]
+
+
+def _floyd_rows(counts: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+  """Per row, a uniform random min(k, n)-subset of {0..n−1} (Floyd's algorithm, vectorised over
+  rows; for j = n−k..n−1 add t ~ U{0..j}, or j if t is taken): [R, k] int64, −1 for padding."""
+  chosen = np.full((counts.size, k), -1, np.int64)
+  u = rng.random((k, counts.size))
+  for i in range(k):
+    j = counts - k + i
+    t = np.minimum(np.floor(u[i] * (j + 1)).astype(np.int64), j)
+    taken = (chosen[:, :i] == t[:, None]).any(1)
+    chosen[:, i] = np.where(j >= 0, np.where(taken, j, t), -1)
+  return chosen
+
+
+def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """`sample_pairs` for R batches at once ([R, M] ranks -> [R, 3k] base, ref, valid), the same
+  distribution per row: Floyd's algorithm picks the uniform subsets, a random key per pick the
+  order of the far pairs before the ">" / "<" split."""
+  ranks = np.asarray(ranks)
+  r, m = ranks.shape
+  k = min(per_class, m * (m - 1) // 2)
+  order = np.argsort(ranks, axis=1, kind="stable")
+  s = np.take_along_axis(ranks, order, 1)
+  pos = np.broadcast_to(np.arange(m), (r, m))
+  hi = _row_searchsorted(s, s + tau, "right")
+  n_far_a, n_sim_a = m - hi, hi - pos - 1
+  far_cum, sim_cum = np.cumsum(n_far_a, 1), np.cumsum(n_sim_a, 1)
+  n_far, n_sim = far_cum[:, -1], sim_cum[:, -1]
+  rows = np.arange(r)[:, None]
+
+  def pairs_of(ordinals, cum, count_a, first_b):
+    o = np.maximum(ordinals, 0)
+    a = np.minimum(_row_searchsorted(cum, o, "right"), m - 1)
+    b = np.minimum(first_b[rows, a] + o - (cum[rows, a] - count_a[rows, a]), m - 1)
+    return order[rows, a], order[rows, b]
+
+  n_gt = rng.binomial(n_far, 0.5)
+  k_gt, k_lt = np.minimum(k, n_gt), np.minimum(k, n_far - n_gt)
+  far = _floyd_rows(n_far, 2 * k, rng)
+  far = np.take_along_axis(far, np.argsort(np.where(far >= 0, rng.random(far.shape), 2.0), 1), 1)  # random order
+  slot = np.arange(k)[None, :]
+  gt_lo, gt_hi = pairs_of(far[:, :k], far_cum, n_far_a, hi)
+  lt_lo, lt_hi = pairs_of(np.take_along_axis(far, np.minimum(k_gt[:, None] + slot, 2 * k - 1), 1),
+                          far_cum, n_far_a, hi)
+  sim = _floyd_rows(n_sim, k, rng)
+  sim_lo, sim_hi = pairs_of(sim, sim_cum, n_sim_a, pos + 1)
+  flip = rng.random((r, k)) < 0.5
+  base = np.concatenate([gt_hi, lt_lo, np.where(flip, sim_hi, sim_lo)], 1).astype(np.int32)
+  ref = np.concatenate([gt_lo, lt_hi, np.where(flip, sim_lo, sim_hi)], 1).astype(np.int32)
+  valid = np.concatenate([slot < k_gt[:, None], slot < k_lt[:, None], sim >= 0], 1).astype(np.float32)
+  return base, ref, valid
+
+
 class LabelBook:
   """Host copy of the current noisy training labels that the batch function reads.
 
@@ -101,34 +166,84 @@ class LabelBook:
   """
 
   def __init__(self, labels: np.ndarray):
+    self.version = -1
     self.update(labels)
 
   def update(self, labels: np.ndarray) -> None:
     self.labels = np.asarray(labels, np.int32).copy()
     self.order = np.argsort(self.labels, kind="stable")
+    self.version += 1
+
+
+def epoch_permutations(n: int, seed: int) -> Callable[[int], np.ndarray]:
+  """`perm(epoch)` = default_rng([seed, epoch]).permutation(n), computed once per epoch."""
+  memo: dict[int, np.ndarray] = {}
+
+  def perm(epoch: int) -> np.ndarray:
+    if epoch not in memo:
+      if len(memo) > 2:
+        memo.clear()
+      memo[epoch] = np.random.default_rng([seed, epoch]).permutation(n)
+    return memo[epoch]
+
+  return perm
 
 
 def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: int, tau: int,
-                      pairs_per_class: int = 0) -> Callable[[int], dict[str, np.ndarray]]:
+                      pairs_per_class: int = 0, block: int = 1) -> Callable[[int], dict[str, np.ndarray]]:
   """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch
-  permutation (drop last), then one reference per base (`sample_references`, seeded by step).
-  pairs_per_class > 0 adds the loss's pairs drawn here (`sample_pairs`, same generator):
-  "pair_base", "pair_ref" [3k] int32 indices into the 2B rows and "pair_valid" [3k] float32."""
+  permutation (drop last), then one reference per base (`sample_references`).
+  pairs_per_class > 0 adds the loss's pairs drawn here (same generator):
+  "pair_base", "pair_ref" [3k] int32 indices into the 2B rows and "pair_valid" [3k] float32.
+
+  block = 1: references and pairs drawn per step (generator seeded by the step; `sample_pairs`).
+  block > 1: drawn for the `block` steps [b·block, (b+1)·block) at once (generator seeded by b;
+  `sample_pairs_rows`), from the labels when the block is first asked for, and drawn again if the
+  book has changed since. Labels change only at refresh steps, so with `block` dividing the
+  refresh cadence every batch sees the labels it would see step by step (and after a resume).
+  """
   n = len(x)
   if batch_size > n:
     raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
   per_epoch = n // batch_size
+  perm = epoch_permutations(n, seed)
 
-  def batch_at(step: int) -> dict[str, np.ndarray]:
+  def bases(step: int) -> np.ndarray:
     epoch, i = divmod(int(step), per_epoch)
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    base = perm[i * batch_size:(i + 1) * batch_size]
+    return perm(epoch)[i * batch_size:(i + 1) * batch_size]
+
+  def one_step(step: int) -> dict[str, np.ndarray]:
+    base = bases(step)
     rng = np.random.default_rng([seed, 1, int(step)])
     ref = sample_references(book.labels, base, tau, rng, book.order)
     idx = np.concatenate([base, ref]).astype(np.int32)
     out = {"x": x[idx], "idx": idx}
     if pairs_per_class:
       out["pair_base"], out["pair_ref"], out["pair_valid"] = sample_pairs(book.labels[idx], tau, pairs_per_class, rng)
+    return out
+
+  cache: dict[str, object] = {"key": None}
+
+  def fill(b: int) -> None:
+    steps = range(b * block, (b + 1) * block)
+    base = np.stack([bases(t) for t in steps])                                  # [block, B]
+    rng = np.random.default_rng([seed, 2, b])
+    ref = sample_references(book.labels, base.ravel(), tau, rng, book.order).reshape(base.shape)
+    idx = np.concatenate([base, ref], 1).astype(np.int32)
+    cache.update(key=(b, book.version), idx=idx)
+    if pairs_per_class:
+      cache["pairs"] = sample_pairs_rows(book.labels[idx], tau, pairs_per_class, rng)
+
+  def batch_at(step: int) -> dict[str, np.ndarray]:
+    if block <= 1:
+      return one_step(step)
+    b, row = divmod(int(step), block)
+    if cache["key"] != (b, book.version):
+      fill(b)
+    idx = cache["idx"][row]
+    out = {"x": x[idx], "idx": idx}
+    if pairs_per_class:
+      out["pair_base"], out["pair_ref"], out["pair_valid"] = (a[row] for a in cache["pairs"])
     return out
 
   return batch_at

@@ -194,3 +194,60 @@ def test_vectorised_references_equal_the_loop_form(top):
   for tau in (0, 1, 3):
     np.testing.assert_array_equal(P.sample_references(labels, base, tau, np.random.default_rng(tau)),
                                   _references_loop(labels, base, tau, np.random.default_rng(tau)))
+
+
+def test_row_sampler_has_the_exact_distribution():
+  """`sample_pairs_rows` (R batches at once) against the exact inclusion probabilities."""
+  ranks = np.array([0, 4, 0, 1, 3])
+  k, n = 3, 20000
+  base, ref, valid = P.sample_pairs_rows(np.tile(ranks, (n, 1)), TAU, k, np.random.default_rng(5))
+  i, j = np.triu_indices(ranks.size, 1)
+  far = np.abs(ranks[i] - ranks[j]) > TAU
+  n_far, n_sim = int(far.sum()), int((~far).sum())
+  from scipy import stats
+  e_gt = sum(stats.binom.pmf(a, n_far, 0.5) * min(k, a) for a in range(n_far + 1))
+  cls = _classes(ranks, base, ref)
+  ok = valid > 0
+  for c in range(3):
+    blk = slice(c * k, (c + 1) * k)
+    assert np.all(cls[:, blk][ok[:, blk]] == c)
+  for a, b, f in zip(i, j, far):
+    lo_, hi_ = (a, b) if ranks[a] < ranks[b] else (b, a)
+    for (x, y, c), p in ([((hi_, lo_, 0), e_gt / n_far), ((lo_, hi_, 1), e_gt / n_far)] if f else
+                         [((a, b, 2), min(k, n_sim) / (2 * n_sim)), ((b, a, 2), min(k, n_sim) / (2 * n_sim))]):
+      blk = slice(c * k, (c + 1) * k)
+      got = np.sum((base[:, blk] == x) & (ref[:, blk] == y) & ok[:, blk]) / n
+      assert abs(got - p) < 5 * np.sqrt(p * (1 - p) / n), ((x, y, c), got, p)
+  # rows with different rank sets in one call: sizes per row as in the per-batch sampler
+  rows = np.random.default_rng(0).integers(0, 8, (50, 12))
+  b2, r2, v2 = P.sample_pairs_rows(rows, TAU, 4, np.random.default_rng(1))
+  for rk, bb, rr, vv in zip(rows, b2, r2, v2):
+    cl, o = _classes(rk, bb, rr), vv > 0
+    assert all(np.all(cl[c * 4:(c + 1) * 4][o[c * 4:(c + 1) * 4]] == c) for c in range(3))
+    ii, jj = np.triu_indices(12, 1)
+    assert o[8:].sum() == min(4, int(np.sum(np.abs(rk[ii] - rk[jj]) <= TAU)))
+    assert len({tuple(sorted(p)) for p in zip(bb[o], rr[o])}) == o.sum()
+
+
+def test_block_batches_follow_the_book_and_are_reproducible():
+  labels = np.random.default_rng(0).integers(0, 6, 60).astype(np.int32)
+  x = np.arange(60, dtype=np.float32)[:, None]
+  book = sol.LabelBook(labels)
+  f = P.make_pair_batches(x, book, 8, seed=1, tau=1, pairs_per_class=5, block=10)
+  first = [f(t) for t in range(20)]
+  g = P.make_pair_batches(x, sol.LabelBook(labels), 8, seed=1, tau=1, pairs_per_class=5, block=10)
+  for t in (13, 3, 19):                                   # any order, e.g. after a resume
+    for key in first[t]:
+      np.testing.assert_array_equal(g(t)[key], first[t][key])
+  per_step = P.make_pair_batches(x, sol.LabelBook(labels), 8, seed=1, tau=1, pairs_per_class=5)
+  for t in range(20):                                     # same bases as step-by-step batches
+    np.testing.assert_array_equal(first[t]["idx"][:8], per_step(t)["idx"][:8])
+    bt = first[t]
+    cls = _classes(labels[bt["idx"]], bt["pair_base"], bt["pair_ref"])
+    ok = bt["pair_valid"] > 0
+    assert all(np.all(cls[c * 5:(c + 1) * 5][ok[c * 5:(c + 1) * 5]] == c) for c in range(3))
+  book.update(np.zeros(60, np.int32))                     # relabelled: the block is drawn again
+  assert first[15]["pair_valid"][:10].sum() > 0
+  after = f(15)                                           # block 1 was cached with the old labels
+  assert np.all(after["pair_valid"][:10] == 0)           # all ranks equal: no ">" / "<" pairs
+  np.testing.assert_array_equal(after["idx"][:8], per_step(15)["idx"][:8])
