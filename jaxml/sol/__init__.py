@@ -6,13 +6,13 @@
 """
 
 from jaxml.sol.api import (ALL_METHODS, BASELINES, DEFAULTS, RELABEL_DECODERS, SOL_FAMILY, RankLearner,
-                           init_extra, make_embed_fn, make_learner, make_method, make_refresh_fn, sol_settings)
+                           host_pair_count, init_extra, make_embed_fn, make_learner, make_method, make_refresh_fn, sol_settings)
 from jaxml.sol.decoders import DECODERS
-from jaxml.sol.pairs import sample_references
+from jaxml.sol.pairs import LabelBook, make_pair_batches, sample_references
 from jaxml.sol.refine import RELABEL_STEPS, Refinement, refine_labels
 from jaxml.sol.train import Fitted, Trainer, fit, make_trainer, plain_batches, predict, relabel_steps
 
 __all__ = ["ALL_METHODS", "BASELINES", "DECODERS", "DEFAULTS", "Fitted", "RELABEL_DECODERS", "RELABEL_STEPS",
-           "RankLearner", "Refinement", "SOL_FAMILY", "Trainer", "fit", "init_extra", "make_embed_fn",
-           "make_learner", "make_method", "make_refresh_fn", "make_trainer", "plain_batches", "predict",
+           "LabelBook", "RankLearner", "Refinement", "SOL_FAMILY", "Trainer", "fit", "host_pair_count", "init_extra", "make_embed_fn",
+           "make_learner", "make_method", "make_pair_batches", "make_refresh_fn", "make_trainer", "plain_batches", "predict",
            "refine_labels", "relabel_steps", "sample_references", "sol_settings"]

@@ -28,7 +28,7 @@ from jaxml.sol.model import RankNet
 from jaxml.sol.refine import RELABEL_STEPS, refine_labels
 
 __all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RELABEL_DECODERS", "RankLearner",
-           "sol_settings", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
+           "sol_settings", "host_pair_count", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
 
 SOL_FAMILY = ("sol", "sol_no_so", "sol_no_d", "sol_sigma0", "sol_no_relabel", "gol")
 BASELINES = baselines.BASELINES
@@ -92,6 +92,15 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
   return s
 
 
+def host_pair_count(s: Mapping[str, Any]) -> int:
+  """Pairs per class that the batch function draws on the host (0: the step draws them).
+
+  The exact sampler without a pool runs on the host (`pairs.sample_pairs`, O(M log M) per
+  batch): in a jitted CPU step the equivalent sampler costs more than the rest of L_SO.
+  """
+  return int(s["pairs_per_class"]) if s["pair_sampler"] == "exact" and not int(s["pair_pool"]) else 0
+
+
 def _net(s: Mapping[str, Any], head: str) -> RankNet:
   return RankNet(num_classes=int(s["num_classes"]), head=head, backbone=s["backbone"],
                  hidden=tuple(s["hidden"]), embed_dim=int(s["embed_dim"]))
@@ -102,6 +111,8 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
   (use `core.make_train_step(method.loss_fn, opt, uses_extra=True)`).
 
   L = w_so · L_SO + w_d · mean_b L_D(b)  (+ w_center · center loss for GOL).
+  Pairs: the batch's "pair_base" / "pair_ref" / "pair_valid" when present (the exact sampler run
+  on the host, `host_pair_count`), else drawn in the step from `rng` (`losses.sample_pairs`).
   """
   s = sol_settings(config, variant)
   learnable = variant == "gol"
@@ -118,8 +129,11 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     ranks = extra["labels"][batch["idx"]]
     cent = out["centroids"] if learnable else jax.lax.stop_gradient(extra["centroids"])
     prof = L.expected_profile(e, cent, table)
-    pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
-                           replacement=s["pair_sampler"] == "replacement")
+    if "pair_base" in batch:   # drawn with the batch on the host (`pairs.make_pair_batches`)
+      pairs = L.Pairs(batch["pair_base"], batch["pair_ref"], batch["pair_valid"])
+    else:
+      pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
+                             replacement=s["pair_sampler"] == "replacement")
     dist = L.gaussian_rows(ranks, c, sigma)
     probs = L.order_probs(dist[pairs.base], dist[pairs.ref], tau)
     l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base],

@@ -4,22 +4,23 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["sample_references", "LabelBook", "make_pair_batches"]
+__all__ = ["sample_references", "sample_pairs", "sample_pairs_rows", "LabelBook", "make_pair_batches"]
 
 
 def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
-                      rng: np.random.Generator) -> np.ndarray:
+                      rng: np.random.Generator, order: np.ndarray | None = None) -> np.ndarray:
   """One reference per base: an order class is drawn uniformly from {>, <, ≈} (w.r.t. the
   noisy labels and τ), then a uniform training instance in that class; an empty class falls
   back to the next one (≈ is never empty: it holds the base's own rank).
 
   Args:
-    labels: [N] int current noisy ranks; base_idx: [B] int; rng: seeded numpy Generator.
+    labels: [N] int current noisy ranks; base_idx: [B] int; rng: seeded numpy Generator;
+    order: `np.argsort(labels, kind="stable")` if the caller keeps it (`LabelBook`), else computed.
   Returns:
     [B] int64 indices of references.
   """
   labels = np.asarray(labels)
-  order = np.argsort(labels, kind="stable")
+  order = np.argsort(labels, kind="stable") if order is None else order
   sorted_labels = labels[order]
   r = labels[base_idx]
   n = labels.size
@@ -30,47 +31,219 @@ def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
   hi = np.stack([lt, np.full_like(le, n), le], 1)
   first = rng.integers(0, 3, size=r.size)
   u = rng.random(r.size)
-  chosen_lo, chosen_hi = np.empty_like(lt), np.empty_like(lt)
-  done = np.zeros(r.size, bool)
-  for shift in range(3):
-    cls = (first + shift) % 3
-    a, b = lo[np.arange(r.size), cls], hi[np.arange(r.size), cls]
-    take = ~done & (b > a)
-    chosen_lo[take], chosen_hi[take] = a[take], b[take]
-    done |= take
+  rows = np.arange(r.size)[:, None]
+  cand = (first[:, None] + np.arange(3)[None, :]) % 3                 # preference order of classes
+  nonempty = hi[rows, cand] > lo[rows, cand]
+  cls = cand[rows[:, 0], np.argmax(nonempty, axis=1)]                 # first non-empty (≈ never is)
+  chosen_lo, chosen_hi = lo[rows[:, 0], cls], hi[rows[:, 0], cls]
   pos = chosen_lo + np.floor(u * (chosen_hi - chosen_lo)).astype(np.int64)
   return order[np.minimum(pos, chosen_hi - 1)]
+
+
+def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """SOL's exact pair sampler (spec §2.5) on the host, without enumerating the M(M−1)/2 pairs.
+
+  The distribution is that of the in-step `losses.sample_pairs` (pool = 0): every unordered pair
+  of the M batch rows is oriented by a fair coin and classed as ">" (base rank > ref rank + τ),
+  "<" or "≈"; each class gives a uniform subset of min(per_class, size) pairs. Here: sort the
+  ranks; far partners above sorted position a are the positions ≥ hi(a), similar ones lie in
+  (a, hi(a)); prefix sums index both kinds of unordered pairs. The coins split the n_far far pairs
+  into ">" (larger rank first) and "<" with n_> ~ Binomial(n_far, ½), so a uniform sample of
+  k_> + k_< far pairs in random order, its first k_> = min(per_class, n_>) to ">" and the rest
+  (k_< = min(per_class, n_far − n_>)) to "<", has the distribution of the two class subsets.
+  Similar pairs: a uniform subset, each oriented by a coin.
+
+  Args:
+    ranks: [M] int noisy ranks of the batch rows; rng: seeded numpy Generator.
+  Returns:
+    base, ref: [3·k] int32 row indices (">" block, "<" block, "≈" block, k = min(per_class,
+    M(M−1)/2)); valid: [3·k] float32, 0 for padding.
+  """
+  ranks = np.asarray(ranks)
+  m = ranks.size
+  k = min(per_class, m * (m - 1) // 2)
+  order = np.argsort(ranks, kind="stable")
+  s = ranks[order]
+  pos = np.arange(m)
+  hi = np.searchsorted(s, s + tau, side="right")
+  n_far_a, n_sim_a = m - hi, hi - pos - 1
+  far_cum, sim_cum = np.cumsum(n_far_a), np.cumsum(n_sim_a)
+  n_far, n_sim = int(far_cum[-1]), int(sim_cum[-1])
+
+  def rows(ordinals, cum, count_a, first_b):
+    a = np.searchsorted(cum, ordinals, side="right")
+    return order[a], order[first_b[a] + ordinals - (cum[a] - count_a[a])]
+
+  base, ref, valid = (np.zeros(3 * k, np.int32) for _ in range(3))
+  valid = valid.astype(np.float32)
+  n_gt = int(rng.binomial(n_far, 0.5)) if n_far else 0
+  k_gt, k_lt = min(k, n_gt), min(k, n_far - n_gt)
+  far = rng.choice(n_far, k_gt + k_lt, replace=False) if k_gt + k_lt else np.zeros(0, np.int64)
+  lo, up = rows(far, far_cum, n_far_a, hi)
+  base[:k_gt], ref[:k_gt] = up[:k_gt], lo[:k_gt]                     # ">": larger rank first
+  base[k:k + k_lt], ref[k:k + k_lt] = lo[k_gt:], up[k_gt:]           # "<": smaller rank first
+  k_sim = min(k, n_sim)
+  sim = rng.choice(n_sim, k_sim, replace=False) if k_sim else np.zeros(0, np.int64)
+  lo, up = rows(sim, sim_cum, n_sim_a, pos + 1)
+  flip = rng.random(k_sim) < 0.5
+  base[2 * k:2 * k + k_sim], ref[2 * k:2 * k + k_sim] = np.where(flip, up, lo), np.where(flip, lo, up)
+  valid[:k_gt], valid[k:k + k_lt], valid[2 * k:2 * k + k_sim] = 1.0, 1.0, 1.0
+  return base, ref, valid
+
+
+def _row_searchsorted(sorted_rows: np.ndarray, queries: np.ndarray, side: str) -> np.ndarray:
+  """np.searchsorted per row of [R, M] non-decreasing int rows ([R, Q] queries), in one call:
+  each row is shifted into its own disjoint value range."""
+  r = sorted_rows.shape[0]
+  lo = min(int(sorted_rows.min()), int(queries.min()))
+  span = max(int(sorted_rows.max()), int(queries.max())) - lo + 1
+  shift = (np.arange(r, dtype=np.int64) * span)[:, None]
+  flat = (sorted_rows.astype(np.int64) - lo + shift).ravel()
+  return np.searchsorted(flat, (queries.astype(np.int64) - lo + shift).ravel(), side=side).reshape(
+      queries.shape) - (np.arange(r) * sorted_rows.shape[1])[:, None]
+
+
+def _floyd_rows(counts: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+  """Per row, a uniform random min(k, n)-subset of {0..n−1} (Floyd's algorithm, vectorised over
+  rows; for j = n−k..n−1 add t ~ U{0..j}, or j if t is taken): [R, k] int64, −1 for padding."""
+  chosen = np.full((counts.size, k), -1, np.int64)
+  u = rng.random((k, counts.size))
+  for i in range(k):
+    j = counts - k + i
+    t = np.minimum(np.floor(u[i] * (j + 1)).astype(np.int64), j)
+    taken = (chosen[:, :i] == t[:, None]).any(1)
+    chosen[:, i] = np.where(j >= 0, np.where(taken, j, t), -1)
+  return chosen
+
+
+def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """`sample_pairs` for R batches at once ([R, M] ranks -> [R, 3k] base, ref, valid), the same
+  distribution per row: Floyd's algorithm picks the uniform subsets, a random key per pick the
+  order of the far pairs before the ">" / "<" split."""
+  ranks = np.asarray(ranks)
+  r, m = ranks.shape
+  k = min(per_class, m * (m - 1) // 2)
+  order = np.argsort(ranks, axis=1, kind="stable")
+  s = np.take_along_axis(ranks, order, 1)
+  pos = np.broadcast_to(np.arange(m), (r, m))
+  hi = _row_searchsorted(s, s + tau, "right")
+  n_far_a, n_sim_a = m - hi, hi - pos - 1
+  far_cum, sim_cum = np.cumsum(n_far_a, 1), np.cumsum(n_sim_a, 1)
+  n_far, n_sim = far_cum[:, -1], sim_cum[:, -1]
+  rows = np.arange(r)[:, None]
+
+  def pairs_of(ordinals, cum, count_a, first_b):
+    o = np.maximum(ordinals, 0)
+    a = np.minimum(_row_searchsorted(cum, o, "right"), m - 1)
+    b = np.minimum(first_b[rows, a] + o - (cum[rows, a] - count_a[rows, a]), m - 1)
+    return order[rows, a], order[rows, b]
+
+  n_gt = rng.binomial(n_far, 0.5)
+  k_gt, k_lt = np.minimum(k, n_gt), np.minimum(k, n_far - n_gt)
+  far = _floyd_rows(n_far, 2 * k, rng)
+  far = np.take_along_axis(far, np.argsort(np.where(far >= 0, rng.random(far.shape), 2.0), 1), 1)  # random order
+  slot = np.arange(k)[None, :]
+  gt_lo, gt_hi = pairs_of(far[:, :k], far_cum, n_far_a, hi)
+  lt_lo, lt_hi = pairs_of(np.take_along_axis(far, np.minimum(k_gt[:, None] + slot, 2 * k - 1), 1),
+                          far_cum, n_far_a, hi)
+  sim = _floyd_rows(n_sim, k, rng)
+  sim_lo, sim_hi = pairs_of(sim, sim_cum, n_sim_a, pos + 1)
+  flip = rng.random((r, k)) < 0.5
+  base = np.concatenate([gt_hi, lt_lo, np.where(flip, sim_hi, sim_lo)], 1).astype(np.int32)
+  ref = np.concatenate([gt_lo, lt_hi, np.where(flip, sim_lo, sim_hi)], 1).astype(np.int32)
+  valid = np.concatenate([slot < k_gt[:, None], slot < k_lt[:, None], sim >= 0], 1).astype(np.float32)
+  return base, ref, valid
 
 
 class LabelBook:
   """Host copy of the current noisy training labels that the batch function reads.
 
   The refresh hook updates it after relabelling; on resume, `update` it from the restored
-  `state.extra["labels"]` before training so batches match an uninterrupted run.
+  `state.extra["labels"]` before training so batches match an uninterrupted run. It keeps the
+  labels' stable sort order, so reference sampling does not sort N labels every step.
   """
 
   def __init__(self, labels: np.ndarray):
-    self.labels = np.asarray(labels, np.int32).copy()
+    self.version = -1
+    self.update(labels)
 
   def update(self, labels: np.ndarray) -> None:
     self.labels = np.asarray(labels, np.int32).copy()
+    self.order = np.argsort(self.labels, kind="stable")
+    self.version += 1
 
 
-def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: int,
-                      tau: int) -> Callable[[int], dict[str, np.ndarray]]:
+def epoch_permutations(n: int, seed: int) -> Callable[[int], np.ndarray]:
+  """`perm(epoch)` = default_rng([seed, epoch]).permutation(n), computed once per epoch."""
+  memo: dict[int, np.ndarray] = {}
+
+  def perm(epoch: int) -> np.ndarray:
+    if epoch not in memo:
+      if len(memo) > 2:
+        memo.clear()
+      memo[epoch] = np.random.default_rng([seed, epoch]).permutation(n)
+    return memo[epoch]
+
+  return perm
+
+
+def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: int, tau: int,
+                      pairs_per_class: int = 0, block: int = 1) -> Callable[[int], dict[str, np.ndarray]]:
   """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch
-  permutation (drop last), then one reference per base (`sample_references`, seeded by step)."""
+  permutation (drop last), then one reference per base (`sample_references`).
+  pairs_per_class > 0 adds the loss's pairs drawn here (same generator):
+  "pair_base", "pair_ref" [3k] int32 indices into the 2B rows and "pair_valid" [3k] float32.
+
+  block = 1: references and pairs drawn per step (generator seeded by the step; `sample_pairs`).
+  block > 1: drawn for the `block` steps [b·block, (b+1)·block) at once (generator seeded by b;
+  `sample_pairs_rows`), from the labels when the block is first asked for, and drawn again if the
+  book has changed since. Labels change only at refresh steps, so with `block` dividing the
+  refresh cadence every batch sees the labels it would see step by step (and after a resume).
+  """
   n = len(x)
   if batch_size > n:
     raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
   per_epoch = n // batch_size
+  perm = epoch_permutations(n, seed)
+
+  def bases(step: int) -> np.ndarray:
+    epoch, i = divmod(int(step), per_epoch)
+    return perm(epoch)[i * batch_size:(i + 1) * batch_size]
+
+  def one_step(step: int) -> dict[str, np.ndarray]:
+    base = bases(step)
+    rng = np.random.default_rng([seed, 1, int(step)])
+    ref = sample_references(book.labels, base, tau, rng, book.order)
+    idx = np.concatenate([base, ref]).astype(np.int32)
+    out = {"x": x[idx], "idx": idx}
+    if pairs_per_class:
+      out["pair_base"], out["pair_ref"], out["pair_valid"] = sample_pairs(book.labels[idx], tau, pairs_per_class, rng)
+    return out
+
+  cache: dict[str, object] = {"key": None}
+
+  def fill(b: int) -> None:
+    steps = range(b * block, (b + 1) * block)
+    base = np.stack([bases(t) for t in steps])                                  # [block, B]
+    rng = np.random.default_rng([seed, 2, b])
+    ref = sample_references(book.labels, base.ravel(), tau, rng, book.order).reshape(base.shape)
+    idx = np.concatenate([base, ref], 1).astype(np.int32)
+    cache.update(key=(b, book.version), idx=idx)
+    if pairs_per_class:
+      cache["pairs"] = sample_pairs_rows(book.labels[idx], tau, pairs_per_class, rng)
 
   def batch_at(step: int) -> dict[str, np.ndarray]:
-    epoch, i = divmod(int(step), per_epoch)
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    base = perm[i * batch_size:(i + 1) * batch_size]
-    ref = sample_references(book.labels, base, tau, np.random.default_rng([seed, 1, int(step)]))
-    idx = np.concatenate([base, ref]).astype(np.int32)
-    return {"x": x[idx], "idx": idx}
+    if block <= 1:
+      return one_step(step)
+    b, row = divmod(int(step), block)
+    if cache["key"] != (b, book.version):
+      fill(b)
+    idx = cache["idx"][row]
+    out = {"x": x[idx], "idx": idx}
+    if pairs_per_class:
+      out["pair_base"], out["pair_ref"], out["pair_valid"] = (a[row] for a in cache["pairs"])
+    return out
 
   return batch_at

@@ -19,8 +19,8 @@ import numpy as np
 import optax
 
 from jaxml import core
-from jaxml.sol.api import RankLearner, init_extra, make_learner
-from jaxml.sol.pairs import LabelBook, make_pair_batches
+from jaxml.sol.api import RankLearner, host_pair_count, init_extra, make_learner
+from jaxml.sol.pairs import LabelBook, epoch_permutations, make_pair_batches
 
 __all__ = ["Trainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps", "plain_batches"]
 
@@ -89,14 +89,17 @@ def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
 
 
 def plain_batches(x: np.ndarray, y: np.ndarray, size: int, *, seed: int) -> Callable[[int], dict[str, np.ndarray]]:
-  """`batch_at(step)`: `size` rows of a seeded per-epoch permutation (drop last)."""
+  """`batch_at(step)`: `size` rows of a seeded per-epoch permutation (drop last; one permutation
+  per epoch, as `make_pair_batches`)."""
   n = len(x)
   size = min(size, n)
   per_epoch = n // size
 
+  perm = epoch_permutations(n, seed)
+
   def batch_at(step: int) -> dict[str, np.ndarray]:
     epoch, i = divmod(int(step), per_epoch)
-    rows = np.random.default_rng([seed, epoch]).permutation(n)[i * size:(i + 1) * size]
+    rows = perm(epoch)[i * size:(i + 1) * size]
     return {"x": x[rows], "y": y[rows]}
 
   return batch_at
@@ -114,7 +117,8 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
   b = min(trainer.batch_size, len(x_train) // 2)
   if learner.batch_kind == "pairs":
     book = LabelBook(y_train)
-    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]))
+    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]), pairs_per_class=host_pair_count(s),
+                                block=int(s["refresh_every"]))
     params = learner.method.init(rng, batches(0))
     extra = init_extra(s, params, x_train, y_train, learner.refresh, x_val, y_val)
     x_dev = jnp.asarray(x_train)
