@@ -322,8 +322,6 @@ def run(config, workdir: str) -> list[dict]:
       print(f"[emf_generate] {name}: feature classifier test accuracy {extra['classifier_acc']:.3f} "
             f"({time.perf_counter() - t0:.1f}s)", flush=True)
     rows += floor_rows(name, data, feats, extra)
-    primary = PRIMARY[name]
-    trained = []
     for seed in p.seeds:
       batches = make_batches(data, p.batch_size, seed)
       shape = (len(data["eval"]),) + data["train"].shape[1:]
@@ -344,8 +342,9 @@ def run(config, workdir: str) -> list[dict]:
           for k in p.nfe[gen.sampler]:
             x = draw(x0, k)
             metrics = {"nfe": k, **score(name, x, data, feats)}
-            if k == 1:   # validation score (separate real set and noise) that chooses p and the EMF variant
-              metrics[f"val_{primary}"] = score(name, draw(x0_val, k), data, feats, ref_key="val")[primary]
+            if k == 1:   # validation scores (separate real set and noise); val_<primary> chooses p and variant
+              val = score(name, draw(x0_val, k), data, feats, ref_key="val")
+              metrics |= {f"val_{m}": v for m, v in val.items()}
             rows.append(common.row(method=f"{tag}@{k}", dataset=name, split=0, seed=seed, metrics=metrics,
                                    cost=cost))
             if seed == p.seeds[0]:
