@@ -47,6 +47,9 @@ def get_config(arg=None):
   # Same weighting for every flow-map method (EMF variants, MeanFlow, shortcut, CT): each trains once per
   # adaptive-weight exponent p here (its section's c); the headline keeps the p that wins on validation.
   config.weightings = (0.0, 1.0)
+  # Validation metric that chooses p and the EMF variant, per domain ("" = the domain's primary metric;
+  # on checkerboard energy distance prefers collapsed one-step samples that c2st rejects).
+  config.select_metric = {d: "" for d in dict.fromkeys("toy" if d in TOY2D else d for d in config.datasets)}
   # Only the sections the chosen datasets and methods read are present (every key is read).
   toy = [d for d in config.datasets if d in TOY2D]
   domains = list(dict.fromkeys("toy" if d in TOY2D else d for d in config.datasets))

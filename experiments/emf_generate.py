@@ -57,6 +57,7 @@ class Plan(NamedTuple):
   train: dict                     # core.train settings of the generators
   classifier: dict | None         # feature classifier (digits, mnist1d)
   num_data: int
+  select: dict                    # domain -> validation metric that chooses p and the EMF variant
 
 
 def plan(config) -> Plan:
@@ -85,7 +86,8 @@ def plan(config) -> Plan:
   return Plan(datasets, methods, tuple(range(int(config.seed), int(config.seed) + int(config.num_seeds))),
               int(config.batch_size), _read(config.data), nets, generators, weightings,
               {emf.METHODS[m].sampler: tuple(config.nfe[emf.METHODS[m].sampler]) for m in methods}, train,
-              classifier, int(config.mesh.num_data))
+              classifier, int(config.mesh.num_data),
+              {d: (config.select_metric.get(_domain(d)) or PRIMARY[d]) for d in datasets})
 
 
 def _read(section) -> dict:
@@ -232,12 +234,12 @@ def _variant(method: str, p: float) -> str:
   return f"{method}/p{p:g}"
 
 
-def choose(rows: list[dict], name: str, methods: tuple[str, ...], weightings: dict
+def choose(rows: list[dict], name: str, methods: tuple[str, ...], weightings: dict, metric: str | None = None
            ) -> tuple[list[dict], dict[str, str]]:
   """Headline rows `method@k`: per method the weighting p whose 1-NFE validation score (the primary
   metric against the validation set, mean over seeds) is best; `emf@k`: the best over every EMF
   variant (Euler field, parameterisation) and p. The test scores are copied, never used to choose."""
-  primary = PRIMARY[name]
+  primary = metric or PRIMARY[name]
   val = lambda v: float(np.mean([r["metrics"][f"val_{primary}"] for r in rows
                                  if r["dataset"] == name and r["method"] == f"{v}@1"]))
   sign = -1.0 if primary in HIGHER_BETTER else 1.0
@@ -322,8 +324,6 @@ def run(config, workdir: str) -> list[dict]:
       print(f"[emf_generate] {name}: feature classifier test accuracy {extra['classifier_acc']:.3f} "
             f"({time.perf_counter() - t0:.1f}s)", flush=True)
     rows += floor_rows(name, data, feats, extra)
-    primary = PRIMARY[name]
-    trained = []
     for seed in p.seeds:
       batches = make_batches(data, p.batch_size, seed)
       shape = (len(data["eval"]),) + data["train"].shape[1:]
@@ -344,15 +344,16 @@ def run(config, workdir: str) -> list[dict]:
           for k in p.nfe[gen.sampler]:
             x = draw(x0, k)
             metrics = {"nfe": k, **score(name, x, data, feats)}
-            if k == 1:   # validation score (separate real set and noise) that chooses p and the EMF variant
-              metrics[f"val_{primary}"] = score(name, draw(x0_val, k), data, feats, ref_key="val")[primary]
+            if k == 1:   # validation scores (separate real set and noise); val_<primary> chooses p and variant
+              val = score(name, draw(x0_val, k), data, feats, ref_key="val")
+              metrics |= {f"val_{m}": v for m, v in val.items()}
             rows.append(common.row(method=f"{tag}@{k}", dataset=name, split=0, seed=seed, metrics=metrics,
                                    cost=cost))
             if seed == p.seeds[0]:
               samples[(name, f"{tag}@{k}")] = x
             print(f"[emf_generate] {name} {tag} seed {seed} NFE {k}: "
                   + " ".join(f"{m}={v:.4g}" for m, v in metrics.items() if m != "nfe"), flush=True)
-    heads, picks = choose(rows, name, p.methods, p.weightings)
+    heads, picks = choose(rows, name, p.methods, p.weightings, p.select[name])
     for (d, tag_k), x in list(samples.items()):
       for head, v in picks.items():
         if d == name and tag_k.split("@")[0] == v:

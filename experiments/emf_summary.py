@@ -15,7 +15,7 @@ from experiments import common
 from experiments.emf_generate import FLOORS, choose, mark_not_learned, summary
 
 
-def combine(row_sets: list[list[dict]]) -> list[dict]:
+def combine(row_sets: list[list[dict]], select: str | None = None) -> list[dict]:
   """Floors from the first set that has them; variant rows ('method/pP@k') from all; new headline rows."""
   floors, variants = {}, []
   for rows in row_sets:
@@ -29,7 +29,7 @@ def combine(row_sets: list[list[dict]]) -> list[dict]:
     methods = tuple(dict.fromkeys(r["method"].split("/p")[0] for r in variants if r["dataset"] == name))
     weightings = {m: tuple(sorted({float(r["method"].split("/p")[1].split("@")[0]) for r in variants
                                    if r["dataset"] == name and r["method"].startswith(m + "/p")})) for m in methods}
-    out += choose(out, name, methods, weightings)[0]
+    out += choose(out, name, methods, weightings, select)[0]
   mark_not_learned(out)
   return out
 
@@ -69,8 +69,10 @@ def main():
   ap.add_argument("--out", required=True)
   ap.add_argument("--headline", default="", help="'+'-separated method@NFE rows for a compact table")
   ap.add_argument("--metrics", default="energy+c2st+modes+off_mode")
+  ap.add_argument("--select", default="", help="validation metric that chooses (default: the primary)")
   args = ap.parse_args()
-  rows = combine([json.load(open(os.path.join(w, "results.json")))["rows"] for w in args.workdirs])
+  rows = combine([json.load(open(os.path.join(w, "results.json")))["rows"] for w in args.workdirs],
+                 args.select or None)
   os.makedirs(args.out, exist_ok=True)
   common.write_json(os.path.join(args.out, "results.json"), {"rows": rows, "sources": args.workdirs})
   text = summary(rows)

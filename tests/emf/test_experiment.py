@@ -64,3 +64,8 @@ def test_combine_picks_on_validation_over_all_seeds_and_marks_noise_floor():
   assert all(r["metrics"]["not_learned"] == 1.0 for r in heads)            # 0.08 >= noise floor 0.07
   assert sum(r["method"].startswith("floor") for r in rows) == 2
   assert "(nl)" in emf_generate.summary(rows)
+  # Choosing on another validation metric (here c2st, which prefers p0 on both seeds) changes the pick.
+  for rs, c2st in ((seed0, (0.6, 0.8)), (seed1, (0.62, 0.7))):
+    rs[-2]["metrics"]["val_c2st"], rs[-1]["metrics"]["val_c2st"] = c2st
+  heads = [r for r in emf_summary.combine([seed0, seed1], "c2st") if r["method"] == "emf_u@1"]
+  assert all(r["metrics"]["chosen_p"] == 0.0 for r in heads)
