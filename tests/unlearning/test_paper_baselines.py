@@ -6,18 +6,12 @@ import pytest
 from jaxml.unlearning import api, baselines, runner
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import steps_for_epochs
-from tests.unlearning.helpers import gaussian_task
-
-MODEL = model_lib.MLPClassifier(3, (16, 8))
-TRAIN = {"epochs": 20.0, "batch_size": 16, "lr": 3e-3}
-
+from tests.unlearning.helpers import MODEL, gaussian_task, trained_original
 
 @pytest.fixture(scope="module")
 def setup():
-  task = gaussian_task()
-  fit = baselines.train_classifier(baselines.hyperparameters("retrain", TRAIN), MODEL, task,
-                                   np.arange(task.x_train.shape[0]), seed=0)
-  return task, fit.params, {}
+  task, params = trained_original()
+  return task, params, {}
 
 
 def _fa_ra(out, task):

@@ -9,18 +9,12 @@ from jaxml.metrics import mia
 from jaxml.unlearning import api, baselines
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
-from tests.unlearning.helpers import gaussian_task
-
-MODEL = model_lib.MLPClassifier(3, (16, 8))
-TRAIN = {"epochs": 20.0, "batch_size": 16, "lr": 3e-3}
+from tests.unlearning.helpers import MODEL, TRAIN, trained_original
 
 
 @pytest.fixture(scope="module")
 def trained():
-  task = gaussian_task()
-  fit = baselines.train_classifier(baselines.hyperparameters("retrain", TRAIN), MODEL, task,
-                                   np.arange(task.x_train.shape[0]), seed=0)
-  return task, fit.params
+  return trained_original()
 
 
 def _predict(params, x):
