@@ -97,11 +97,12 @@ def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs
       b["grl_lambda"] = np.full(batch_size, lam, np.float32)
     return b
 
+  ckpt_root = workdir if checkpoint_every > 0 else None    # core.train checkpoints only under a workdir
   loop = {"num_steps": total, "log_every": min(log_every, total), "eval_every": 0,
-          "checkpoint_every": checkpoint_every if workdir else 0, "steps_per_dispatch": steps_per_dispatch}
+          "checkpoint_every": checkpoint_every if ckpt_root else 0, "steps_per_dispatch": steps_per_dispatch}
   val_batch = None if val is None else {k: np.asarray(val[k]) for k in ("h_w", "h_l")}
-  result = core.train(trainer.core, batches, loop, workdir=workdir if checkpoint_every > 0 else None, name=name,
-                      seed=seed, eval_batches=val_batch, mesh=mesh, writer=writer, progress=progress)
+  result = core.train(trainer.core, batches, loop, workdir=ckpt_root, name=name, seed=seed, eval_batches=val_batch,
+                      mesh=mesh, writer=writer, progress=progress)
   return TrainOutput(result.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
                      result.wall_s, total)
 
