@@ -48,7 +48,7 @@ def test_unknown_names_are_rejected():
 
 
 def test_combine_picks_on_validation_over_all_seeds_and_marks_noise_floor():
-  from experiments import emf_summary
+  from jaxml.emf import evaluate
   row = lambda method, seed, energy, val=None: common.row(
       method=method, dataset="8gaussians", seed=seed,
       metrics={"nfe": 1, "energy": energy, **({} if val is None else {"val_energy": val})})
@@ -58,14 +58,14 @@ def test_combine_picks_on_validation_over_all_seeds_and_marks_noise_floor():
   seed0 = floors + [row("emf_u/p0@1", 0, 0.01, 0.030), row("emf_u/p1@1", 0, 0.08, 0.031)]
   seed1 = floors + [row("emf_u/p0@1", 1, 0.01, 0.090), row("emf_u/p1@1", 1, 0.08, 0.040)]
   seed1[-1]["cost"] = {"steps_per_s": None}          # a resumed run has no rate (cleaned to None)
-  rows = emf_summary.combine([seed0, seed1])
+  rows = evaluate.combine([seed0, seed1])
   heads = [r for r in rows if r["method"] in ("emf_u@1", "emf@1")]
   assert len(heads) == 4 and all(r["metrics"]["chosen_p"] == 1.0 for r in heads)
   assert all(r["metrics"]["not_learned"] == 1.0 for r in heads)            # 0.08 >= noise floor 0.07
   assert sum(r["method"].startswith("floor") for r in rows) == 2
-  assert "(nl)" in emf_generate.summary(rows)
+  assert "(nl)" in evaluate.summary(rows)
   # Choosing on another validation metric (here c2st, which prefers p0 on both seeds) changes the pick.
   for rs, c2st in ((seed0, (0.6, 0.8)), (seed1, (0.62, 0.7))):
     rs[-2]["metrics"]["val_c2st"], rs[-1]["metrics"]["val_c2st"] = c2st
-  heads = [r for r in emf_summary.combine([seed0, seed1], "c2st") if r["method"] == "emf_u@1"]
+  heads = [r for r in evaluate.combine([seed0, seed1], "c2st") if r["method"] == "emf_u@1"]
   assert all(r["metrics"]["chosen_p"] == 0.0 for r in heads)
