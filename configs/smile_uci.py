@@ -13,6 +13,10 @@ Presets
          validation LPPD, likelihood scale ⌊N/b⌋, no r clamp, no ε-halving (non-finite steps counted);
          baselines at equal PEG, full-batch MCLMC at 50k + 10k steps. `budget_scale=x` scales the steps
          (CPU reductions), e.g. configs/smile_uci.py:ref:datasets=energy,splits=1,budget_scale=0.1
+  uci11  the `ref` protocol on all 11 UCI sets (protocol "auto": the 20-split PBP protocol where a set has it,
+         splits 0-2; airfoil and bikesharing, which have only the 70/10/20 splits, use those, splits 1-3).
+         ~3 h per (dataset, split) x 33 on 2 CPU cores at full budget: an accelerator preset, or use
+         budget_scale / datasets= / splits= to cut it (e.g. uci11:budget_scale=0.05,datasets=yacht+boston).
   A      airfoil, energy, bikesharing on the 70/10/20 `index_smile_*` splits 1-3 (anchor-comparable,
          standardised targets); 16-16-16 ReLU -> mu + global log sigma. CPU-sized: the per-chain
          budget is `budget_epochs` epochs of per-example gradients (spec default 1000; reduced here).
@@ -28,7 +32,9 @@ import ml_collections
 
 from configs import common
 
-PRESETS = ("smoke", "A", "B", "ref", "paper")
+PRESETS = ("smoke", "A", "B", "ref", "uci11", "paper")
+UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
+         "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
 # `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (both tuners) beside it.
@@ -46,9 +52,11 @@ def get_config(arg=None):
                                  budget_scale=1.0, protocol="", member_epochs=0)
   config = common.base_config()
   config.preset = preset
-  paper, ref = preset == "paper", preset == "ref"
+  paper, ref = preset == "paper", preset in ("ref", "uci11")
+  table = "ref" if preset == "uci11" else preset      # uci11 = ref's settings on other data sets
   s = ml_collections.ConfigDict()
-  s.protocol = arg.protocol or {"smoke": "standard", "A": "smile", "B": "standard", "ref": "smile", "paper": "tfds"}[preset]
+  s.protocol = arg.protocol or {"smoke": "standard", "A": "smile", "B": "standard", "ref": "smile", "uci11": "auto",
+                                "paper": "tfds"}[preset]
   s.methods = _tuple(arg.methods) if arg.methods else (
       ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)
@@ -57,14 +65,14 @@ def get_config(arg=None):
   # members are restored to their best validation epoch.
   config.optim.update(name="adamw", lr=1e-3 if paper else 1e-2, weight_decay=5e-3,
                       schedule="cosine" if paper else "constant")
-  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "ref": 10, "paper": 4}[preset]
+  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "ref": 10, "paper": 4}[table]
   # ref: no step cap (200 epochs of bikesharing = 38k steps).
-  s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "ref": 10 ** 6, "paper": 20000}[preset]
+  s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "ref": 10 ** 6, "paper": 20000}[table]
   # Samplers: every sampler gets the same PEG per chain, budget_epochs x N (or budget_steps SMILE steps).
-  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "ref": 1, "paper": 300}[preset]
+  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "ref": 1, "paper": 300}[table]
   warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
   s.warmup_frac = 1.0 / 3.0 if paper else warm_steps / (warm_steps + sample_steps) if ref else 0.5
-  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[preset]   # kept/chain
+  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[table]   # kept/chain
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
@@ -90,15 +98,17 @@ def get_config(arg=None):
     return config
   s.datasets = _tuple(arg.datasets) if arg.datasets else {
       "smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"), "ref": ("energy", "airfoil", "bikesharing"),
-      "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht")}[preset]
+      "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht"),
+      "uci11": UCI11}[preset]
   s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4),
-                                                         "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2)}[preset]
+                                                         "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2),
+                                                         "uci11": (0, 1, 2)}[preset]
   bikes = preset == "A" and "bikesharing" in s.datasets
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
-  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50), "ref": (16, 16, 16)}[preset]
+  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50), "ref": (16, 16, 16)}[table]
   s.noise = "global"
   s.member_batch = 64
-  s.member_epochs = arg.member_epochs or {"smoke": 20, "A": 150, "B": 150, "ref": 200}[preset]
+  s.member_epochs = arg.member_epochs or {"smoke": 20, "A": 150, "B": 150, "ref": 200}[table]
   s.member_fixed_sigma = ref            # authors: members trained with σ = 1; log σ starts sampling at 0
   # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256); ref: 256.
   s.batch_size = 256 if ref else 0
@@ -124,14 +134,14 @@ def get_config(arg=None):
   if methods & {"mclmc", "mclmc_native"}:
     s.mclmc_energy_var = 0.1
   if "mclmc_native" in methods:
-    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000, "ref": warm_steps}[preset]
-    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000, "ref": sample_steps}[preset]
-    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4, "ref": s.num_members}[preset]
+    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000, "ref": warm_steps}[table]
+    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000, "ref": sample_steps}[table]
+    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4, "ref": s.num_members}[table]
     # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
     s.mclmc_native_override = ml_collections.ConfigDict(
         {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if bikes else {})
   s.rhat_points = 100
   s.coverage_draws = 1000
-  config.log_every = {"smoke": 100, "A": 500, "B": 500, "ref": 500}[preset]
+  config.log_every = {"smoke": 100, "A": 500, "B": 500, "ref": 500}[table]
   config.smile = s
   return config

@@ -6,6 +6,8 @@ helpers experiments use for their own tables, paired tests and plots:
   pivot_table(rows, metric, ...)           methods x datasets of one metric, best in bold
   paired(rows, a, b, metric)               two methods' values matched on (dataset, split, seed)
   sign_test(a, b) / compare(rows, ...)     paired sign test (exact binomial) and Wilcoxon signed-rank
+  best_by(rows, candidates, ...)           per run, the candidate chosen on a validation metric
+  paired_summary(rows, ours, baselines)    per dataset, ours minus each baseline, paired over splits
   bar_plot(rows, metric, workdir, name)    mean ± std bars per method, one panel per dataset
 
   python -m experiments.report --workdirs runs/a,runs/b [--out table.md]
@@ -134,6 +136,45 @@ def compare(rows: list[dict], a: str, b: str, metric: str, *, higher_is_better: 
   return {"n": len(va), "mean_diff": float(np.mean(np.subtract(va, vb))) if va else math.nan,
           "wins": st.wins, "losses": st.losses, "ties": st.ties, "sign_p": st.p,
           "wilcoxon_p": wilcoxon_paired(va, vb) if len(va) >= 2 else math.nan}
+
+
+def best_by(rows: list[dict], candidates: Sequence[str], *, name: str, select: str,
+            higher_is_better: bool = True) -> list[dict]:
+  """Per (dataset, split, seed): a copy, named `name`, of the candidate method's row whose `select` metric
+  (a validation score) is best; metrics['chosen'] is the index of that method in `candidates`."""
+  sign = 1.0 if higher_is_better else -1.0
+  groups: dict[tuple, list[tuple[float, int, dict]]] = defaultdict(list)
+  for r in rows:
+    if r["method"] in candidates and r["metrics"].get(select) is not None:
+      groups[(r["dataset"], r["split"], r["seed"])].append(
+          (sign * r["metrics"][select], -candidates.index(r["method"]), r))
+  out = []
+  for key in sorted(groups):
+    _, neg_idx, r = max(groups[key], key=lambda t: t[:2])    # ties go to the earlier candidate
+    out.append(dict(r, method=name, metrics=r["metrics"] | {"chosen": float(-neg_idx)}, cost=dict(r["cost"])))
+  return out
+
+
+def paired_summary(rows: list[dict], ours: str, baselines: Sequence[str], metric: str, *,
+                   higher_is_better: bool = True) -> str:
+  """Markdown: per dataset and baseline, ours minus baseline (mean over paired splits), sign-test wins /
+  losses and Wilcoxon p; then, per baseline, on how many datasets ours is at least as good on average."""
+  datasets = list(dict.fromkeys(r["dataset"] for r in rows if r["method"] == ours))
+  lines, count = [], {b: 0 for b in baselines}
+  for d in datasets:
+    cells = []
+    for b in baselines:
+      c = compare(rows, ours, b, metric, higher_is_better=higher_is_better, dataset=d)
+      if not c["n"]:
+        cells.append("–")
+        continue
+      count[b] += int(c["mean_diff"] >= 0 if higher_is_better else c["mean_diff"] <= 0)
+      cells.append(f"{c['mean_diff']:+.3f} ({c['wins']}/{c['losses']}, p={c['wilcoxon_p']:.2g})")
+    lines.append([d] + cells)
+  head = markdown_table(["dataset"] + [f"{ours} − {b}: mean {metric} diff (W/L, Wilcoxon p)" for b in baselines],
+                        lines)
+  tail = "; ".join(f"`{ours}` ≥ `{b}` on {count[b]} of {len(datasets)} datasets" for b in baselines)
+  return head + "\n" + tail + "\n"
 
 
 def bar_plot(rows: list[dict], metric: str, workdir: str, name: str, *, title: str | None = None) -> str:

@@ -34,3 +34,19 @@ def test_compare_and_tables(tmp_path):
   assert report.fmt_mean_std([None, 1.0]) == "1.0000" and report.fmt_mean_std([]) == "n/a"
   path = report.bar_plot(ROWS, "acc", str(tmp_path), "acc.png")
   assert (tmp_path / "acc.png").stat().st_size > 0 and path.endswith("acc.png")
+
+
+def test_best_by_picks_on_validation_and_paired_summary_counts_datasets():
+  rows = []
+  for s in range(3):   # x: better validation, worse test on every split; y: the reverse
+    rows += [{"method": "x", "dataset": "a", "split": s, "seed": 0, "metrics": {"val": 1.0, "acc": 0.1}, "cost": {}},
+             {"method": "y", "dataset": "a", "split": s, "seed": 0, "metrics": {"val": 0.5, "acc": 0.9}, "cost": {}},
+             {"method": "base", "dataset": "a", "split": s, "seed": 0, "metrics": {"acc": 0.5}, "cost": {}}]
+  rows[3]["metrics"]["val"] = rows[4]["metrics"]["val"] = 0.7     # split 1: a tie goes to the earlier candidate
+  best = report.best_by(rows, ("y", "x"), name="best", select="val")
+  assert [r["metrics"]["chosen"] for r in best] == [1.0, 0.0, 1.0]
+  assert [r["metrics"]["acc"] for r in best] == [0.1, 0.9, 0.1]
+  assert all(r["method"] == "best" for r in best) and rows[0]["method"] == "x"   # inputs untouched
+  text = report.paired_summary(rows + best, "best", ("base",), "acc")
+  assert "on 0 of 1 datasets" in text                               # mean 0.367 < 0.5
+  assert "on 1 of 1 datasets" in report.paired_summary(rows + best, "best", ("base",), "acc", higher_is_better=False)

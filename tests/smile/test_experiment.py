@@ -23,7 +23,7 @@ def test_smoke_run_writes_schema(tmp_path):
   config = _tiny_config()
   rows = smile_uci.run(config, str(tmp_path))
   methods = {r["method"] for r in rows}
-  assert methods == set(config.smile.methods)
+  assert methods == set(config.smile.methods) | {"smile_best"}     # + the validation-chosen SMILE variant
   for r in rows:
     assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
     assert r["metrics"]["lppd"] is not None and r["cost"]["peg"] > 0
@@ -74,3 +74,24 @@ def test_paper_preset_two_steps_on_mock_cifar(tmp_path):
   assert [r["method"] for r in rows] == ["de", "psmile"]
   for r in rows:
     assert r["metrics"]["lppd"] is not None and 0.0 <= r["metrics"]["accuracy"] <= 1.0
+
+
+def test_uci11_auto_protocol_and_validation_choice(tmp_path):
+  """uci11 resolves each set's protocol (standard splits where a set has them, else the 70/10/20 splits 1-3),
+  runs both kinds in one run, and smile_best copies, per split, the variant with the best validation LPPD."""
+  config = cfg_module.get_config("uci11:datasets=yacht+airfoil,splits=0,methods=map+de+psmile_naive+psmile+sgld")
+  plan = smile_uci.plan(config)
+  assert plan.protocols == {"yacht": "standard", "airfoil": "smile"} and plan.splits == {"yacht": (0,), "airfoil": (1,)}
+  s = config.smile
+  s.num_members, s.member_epochs, s.member_max_steps, s.hidden = 2, 2, 8, (8,)
+  s.budget_steps, s.num_samples, s.smile_step_size, s.sgld_step_size = 20, 2, (1e-3, 1e-4), (1e-5,)
+  s.rhat_points, s.coverage_draws = 10, 50
+  rows = smile_uci.run(config, str(tmp_path))
+  assert {(r["dataset"], r["split"]) for r in rows} == {("yacht", 0), ("airfoil", 1)}
+  for d in ("yacht", "airfoil"):
+    by = {r["method"]: r["metrics"] for r in rows if r["dataset"] == d}
+    variants = ("psmile_naive", "psmile")
+    best = max(variants, key=lambda m: (by[m]["valid_lppd"], -variants.index(m)))
+    assert by["smile_best"]["chosen"] == variants.index(best)
+    assert by["smile_best"]["lppd"] == by[best]["lppd"]
+  assert "smile_best − sgld" in (tmp_path / "summary.md").read_text()
