@@ -29,6 +29,13 @@ class LinearTransform(nn.Module):
     return z @ a + c
 
 
+def _relu_stack(h: jax.Array, hidden: Sequence[int]) -> jax.Array:
+  """ReLU(Dense) layers named Dense_0, Dense_1, ... in the calling module's scope."""
+  for i, width in enumerate(hidden):
+    h = nn.relu(nn.Dense(width, name=f"Dense_{i}")(h))
+  return h
+
+
 class ResidualTransform(nn.Module):
   """z' = z + MLP(z), the MLP's last layer zero-initialised."""
 
@@ -36,9 +43,7 @@ class ResidualTransform(nn.Module):
 
   @nn.compact
   def __call__(self, z: jax.Array) -> jax.Array:
-    h = z
-    for i, width in enumerate(self.hidden):
-      h = nn.relu(nn.Dense(width, name=f"Dense_{i}")(h))
+    h = _relu_stack(z, self.hidden)
     out = nn.Dense(z.shape[-1], kernel_init=nn.initializers.zeros, bias_init=nn.initializers.zeros,
                    name="out")(h)
     return z + out
@@ -51,10 +56,7 @@ class MLPTransform(nn.Module):
 
   @nn.compact
   def __call__(self, z: jax.Array) -> jax.Array:
-    h = z
-    for i, width in enumerate(self.hidden):
-      h = nn.relu(nn.Dense(width, name=f"Dense_{i}")(h))
-    return nn.Dense(z.shape[-1], name="out")(h)
+    return nn.Dense(z.shape[-1], name="out")(_relu_stack(z, self.hidden))
 
 
 def make_transform(kind: str = "residual", hidden: Sequence[int] = (256,)) -> nn.Module:
