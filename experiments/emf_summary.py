@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 
-from experiments import common
+from experiments import common, report
 from jaxml.emf import evaluate as ev
 
 
@@ -23,6 +23,8 @@ def main():
   ap.add_argument("--headline", default="", help="'+'-separated method@NFE rows for a compact table")
   ap.add_argument("--metrics", default="energy+c2st+modes+off_mode")
   ap.add_argument("--select", default="", help="validation metric that chooses (default: the primary)")
+  ap.add_argument("--paired", default="", help="'+'-separated a:b pairs of rows compared per seed, e.g. "
+                  "emf@1:meanflow@1+emf@1:fm@1 (on each --metrics entry)")
   args = ap.parse_args()
   rows = ev.combine([json.load(open(os.path.join(w, "results.json")))["rows"] for w in args.workdirs],
                     args.select or None)
@@ -35,6 +37,14 @@ def main():
   if args.headline:
     for name in dict.fromkeys(r["dataset"] for r in rows):
       print(f"\n{name}\n" + ev.headline(rows, name, tuple(args.metrics.split("+")), tuple(args.headline.split("+"))))
+  for pair in filter(None, args.paired.split("+")):
+    a, b = pair.split(":")
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+      for m in args.metrics.split("+"):
+        c = report.compare(rows, a, b, m, higher_is_better=m in ev.HIGHER_BETTER, dataset=name)
+        if c["n"]:
+          print(f"paired {name} {m}: {a} - {b} = {c['mean_diff']:+.4g} over {c['n']} seeds; {a} better in "
+                f"{c['wins']}, worse in {c['losses']}, ties {c['ties']}")
 
 
 if __name__ == "__main__":
