@@ -1,0 +1,39 @@
+"""The unlearning reports from result rows: cell order, the class sweep and the collision split."""
+
+import numpy as np
+
+from jaxml.unlearning import report
+
+
+def _row(cell, method, seed=0, **metrics):
+  return {"dataset": cell, "method": method, "seed": seed, "metrics": metrics, "cost": {}}
+
+
+def _sweep_rows():
+  rows = []
+  for c, hit in ((10, 0.0), (2, 1.0), (0, 0.0)):
+    cell = f"d/class/{c}"
+    rows.append(_row(cell, "original", head_mean_argmax=2.0, head_mean_pmax=0.7, mean_is_forget_class=hit, FA=100.0))
+    rows += [_row(cell, "ru", s, FA=60.0 + s if hit else 0.0 + s) for s in (0, 2)]   # mean over seeds: 61 / 1
+  return rows + [_row("d/random", "ru", FA=5.0)]
+
+
+def test_cells_sort_regimes_then_classes_numerically():
+  assert report.cells(_sweep_rows()) == ["d/class/0", "d/class/2", "d/class/10", "d/random"]
+  assert report.sweep_cells(_sweep_rows()) == ["d/class/0", "d/class/2", "d/class/10"]
+  assert report.first_sweep_cells(_sweep_rows()) == ["d/class/0"]
+
+
+def test_sweep_series_marks_the_colliding_class_and_averages_seeds():
+  xs, hit, fa = report.sweep_series(_sweep_rows(), "d", ("ru", "ru_uniform"))
+  assert xs == [0, 2, 10] and hit == [False, True, False]
+  assert list(fa) == ["ru"]                     # a method without rows is left out
+  np.testing.assert_allclose(fa["ru"], [1.0, 61.0, 1.0])
+
+
+def test_forget_acc_table_splits_colliding_and_other_classes():
+  lines = report.forget_acc_tables(_sweep_rows(), ["original", "ru", "gkt"]).splitlines()
+  ru = next(line for line in lines if line.startswith("| RU (ours)"))
+  assert [c.strip() for c in ru.split("|")[1:-1]] == ["RU (ours)", "1.0", "61.0", "1.0", "21.0", "61.0", "1.0"]
+  assert any(line.startswith("| argmax h(mean z) (p) | 2 (0.70)") for line in lines)
+  assert not any("GKT" in line for line in lines)
