@@ -9,7 +9,7 @@ Rows: {"method", "dataset" (the cell: 'dataset/regime' or 'dataset/class/<c>' in
 import numpy as np
 
 __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables"]
+           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
@@ -100,4 +100,46 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
       agg = lambda v: f"{np.mean(v):.1f}" if v else "-"  # noqa: E731
       out.append(f"| {LABELS.get(m, m)} | " + " | ".join(f"{f:.1f}" for f in fa)
                  + f" | {np.nanmean(fa):.1f} | {agg(col)} | {agg(oth)} |")
+  return "\n".join(out)
+
+
+# Issue 13's bar per forgotten class: forget accuracy within FA_TOL points of Retrain's, retain and
+# retained-class test accuracy within ACC_TOL points of the original model's (means over seeds).
+FA_TOL, ACC_TOL = 2.0, 1.0
+
+
+def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = FA_TOL,
+               acc_tol: float = ACC_TOL) -> dict[int, dict[str, float]]:
+  """Per forgotten class of `dataset`'s sweep: the method's gaps dFA = FA - FA(Retrain),
+  dRA = RA - RA(original), dTA_r = TA_r - TA_r(original) and `ok` (1.0 when |dFA| <= fa_tol and
+  |dRA|, |dTA_r| <= acc_tol); classes without rows of the method are left out."""
+  out = {}
+  for c in [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]:
+    of = lambda m, k: mean([r for r in rows if r["dataset"] == c and r["method"] == m], k)  # noqa: E731,B023
+    if np.isnan(of(method, "FA")):
+      continue
+    d = {"dFA": of(method, "FA") - of("retrain", "FA"), "dRA": of(method, "RA") - of("original", "RA"),
+         "dTA_r": of(method, "TA_r") - of("original", "TA_r")}
+    d["ok"] = float(abs(d["dFA"]) <= fa_tol and abs(d["dRA"]) <= acc_tol and abs(d["dTA_r"]) <= acc_tol)
+    out[int(c.split("/")[2])] = d
+  return out
+
+
+def must_reach_table(rows: list[dict], methods: list[str]) -> str:
+  """Per dataset of the sweep and method: classes meeting `must_reach`, and per class the gaps
+  dFA / dRA / dTA_r (a failing class marked *)."""
+  out = [f"\n### Must reach: |FA - FA(Retrain)| <= {FA_TOL:g}, |RA - RA(orig.)| and |TA_r - TA_r(orig.)| <= "
+         f"{ACC_TOL:g} per forgotten class (cells: dFA / dRA / dTA_r)\n"]
+  for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
+    res = {m: must_reach(rows, ds, m) for m in methods}
+    res = {m: v for m, v in res.items() if v}
+    classes = sorted({c for v in res.values() for c in v})
+    out += ["| " + ds + " | classes met | " + " | ".join(str(c) for c in classes) + " |",
+            "|---" * (len(classes) + 2) + "|"]
+    for m, v in res.items():
+      cells_ = [(f"{v[c]['dFA']:+.1f} / {v[c]['dRA']:+.1f} / {v[c]['dTA_r']:+.1f}" + ("" if v[c]["ok"] else " *"))
+                if c in v else "" for c in classes]
+      out.append(f"| {LABELS.get(m, m)} | {int(sum(d['ok'] for d in v.values()))}/{len(v)} | " + " | ".join(cells_)
+                 + " |")
+    out.append("")
   return "\n".join(out)

@@ -37,3 +37,17 @@ def test_forget_acc_table_splits_colliding_and_other_classes():
   assert [c.strip() for c in ru.split("|")[1:-1]] == ["RU (ours)", "1.0", "61.0", "1.0", "21.0", "61.0", "1.0"]
   assert any(line.startswith("| argmax h(mean z) (p) | 2 (0.70)") for line in lines)
   assert not any("GKT" in line for line in lines)
+
+
+def test_must_reach_checks_forget_gap_to_retrain_and_accuracy_gaps_to_original():
+  rows = []
+  for c, (fa, ra, ta) in {0: (1.5, 99.5, 80.5), 1: (3.0, 100.0, 80.0), 2: (0.0, 98.0, 80.0)}.items():
+    cell = f"d/class/{c}"
+    rows += [_row(cell, "original", FA=100.0, RA=100.0, TA_r=80.0), _row(cell, "retrain", FA=0.0, RA=100.0, TA_r=79.0),
+             _row(cell, "ru", FA=fa, RA=ra, TA_r=ta)]
+  res = report.must_reach(rows, "d", "ru")
+  assert {c: d["ok"] for c, d in res.items()} == {0: 1.0, 1: 0.0, 2: 0.0}   # FA 3 > 2 off; RA 2 points off
+  assert res[0]["dTA_r"] == 0.5 and res[2]["dRA"] == -2.0
+  assert report.must_reach(rows, "d", "gkt") == {}
+  table = report.must_reach_table(rows, ["retrain", "ru"])
+  assert "| RU (ours) | 1/3 |" in table and "| Retrain | 3/3 |" in table
