@@ -243,7 +243,7 @@ def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "r
   """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
   the head assigns to the mean representation (the collision) are shaded."""
   import matplotlib.pyplot as plt
-  datasets = sorted({c.split("/")[0] for c in ul_report.sweepul_report.cells(rows)})
+  datasets = sorted({c.split("/")[0] for c in ul_report.sweep_cells(rows)})
   fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 3.8), squeeze=False)
   for ax, ds in zip(axes[0], datasets):
     xs, hit, fa = ul_report.sweep_series(rows, ds, methods)
