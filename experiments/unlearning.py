@@ -229,12 +229,14 @@ def run(config, workdir: str) -> list[dict]:
 
 # --------------------------------------------------------------------------- the paper's table and the sweep
 def paper_summary(rows: list[dict], methods: list[str]) -> str:
-  """The paper's columns for the first class of the sweep, per dataset; then forget accuracy of
-  every method for every forgotten class with the head's class at the mean (the collision), and
-  which classes meet issue 13's bar (`report.must_reach`)."""
+  """The paper's columns for the first class of the sweep and over all its classes, per dataset; the
+  forget accuracy of every method per forgotten class next to the head's class at the mean (the
+  collision); which classes meet issue 13's bar (`report.must_reach`)."""
   table = report.method_cell_table(rows, ul_report.first_sweep_cells(rows), methods, ul_report.PAPER_COLUMNS,
                                    ul_report.LABELS)
   head = "## The paper's table (fixed settings)\n"
+  pooled, cells = ul_report.pooled_sweep(rows)
+  table += report.method_cell_table(pooled, cells, methods, ul_report.PAPER_COLUMNS, ul_report.LABELS)
   return "\n".join([head, table, ul_report.forget_acc_tables(rows, methods),
                     ul_report.must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
 

@@ -9,7 +9,7 @@ Rows: {"method", "dataset" (the cell: 'dataset/regime' or 'dataset/class/<c>' in
 import numpy as np
 
 __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table"]
+           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table", "pooled_sweep"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
@@ -66,6 +66,19 @@ def mean(rows: list[dict], key: str) -> float:
 
 def _per_cell(rows: list[dict], cs: list[str], method: str, key: str) -> list[float]:
   return [mean([r for r in rows if r["dataset"] == c and r["method"] == method], key) for c in cs]
+
+
+def pooled_sweep(rows: list[dict]) -> tuple[list[dict], list[str]]:
+  """The sweep's rows with every forgotten class of a dataset in one cell (for the paper's columns
+  as mean ± std over classes and seeds), and those cells."""
+  pooled, names = [], {}
+  for r in rows:
+    if r["dataset"] in sweep_cells(rows):
+      ds = r["dataset"].split("/")[0]
+      k = len({c for c in sweep_cells(rows) if c.startswith(ds + "/")})
+      names[ds] = f"{ds}/class: mean ± std over {k} forgotten classes x seeds"
+      pooled.append(r | {"dataset": names[ds]})
+  return pooled, [names[d] for d in sorted(names)]
 
 
 def sweep_series(rows: list[dict], dataset: str, methods) -> tuple[list[int], list[bool], dict[str, list[float]]]:

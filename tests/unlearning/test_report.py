@@ -51,3 +51,9 @@ def test_must_reach_checks_forget_gap_to_retrain_and_accuracy_gaps_to_original()
   assert report.must_reach(rows, "d", "gkt") == {}
   table = report.must_reach_table(rows, ["retrain", "ru"])
   assert "| RU (ours) | 1/3 |" in table and "| Retrain | 3/3 |" in table
+
+
+def test_pooled_sweep_puts_every_class_of_a_dataset_in_one_cell():
+  pooled, cells = report.pooled_sweep(_sweep_rows())
+  assert cells == ["d/class: mean ± std over 3 forgotten classes x seeds"]
+  assert len(pooled) == 9 and {r["dataset"] for r in pooled} == set(cells)   # d/random left out
