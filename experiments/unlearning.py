@@ -1,19 +1,11 @@
 """Representation Unlearning vs baselines: class, sub-class and random-10 % forgetting.
 
-Per (dataset, regime) cell: (optionally) pick one hyper-parameter per method by Avg. Gap on a
-validation forget split, then for each test seed train the original model on D = D_r + D_f,
-Retrain on D_r (gold standard), run every method from the same original model, and evaluate
-UA / RA / TA (/ TA_r, TA_f), MIA-efficacy, loss-MIA AUC, Avg. Gap to Retrain, run-time ratio to
-Retrain (RTE), KL / JS to Retrain, a linear probe of forget labels and CKA to the original
-features. Every run goes through `jaxml.unlearning.run_method` (one signature for RU, RU zero-shot,
-every baseline, Retrain and the original model); tuning through `jaxml.unlearning.tune`.
-
-Every row also carries the collision check of RU's forget target: the frozen head's class and
-max-probability at the mean training representation (`head_mean_argmax`, `head_mean_pmax`) and
-whether that class is the forgotten one (`mean_is_forget_class`); RU rows add where their own target
-sits (`ru_target_*`). With `class_sweep` (preset paper_cpu) the class regime forgets every listed
-class in turn (cells 'dataset/class/<c>') and `paper_summary.md` gives the paper's columns plus the
-forget accuracy of every method per class next to the head's class at the mean.
+Config -> data -> forget splits -> `jaxml.unlearning` -> rows. Per (dataset, regime) cell: optionally pick
+one hyper-parameter per method by Avg. Gap on a validation forget split (`runner.tune_methods`), then per
+test seed train the original model and run Retrain and every method from it (`runner.compare`: metrics,
+costs and the collision check of RU's mean target). With `class_sweep` (preset paper_cpu) every listed
+class is forgotten in turn (cells 'dataset/class/<c>'); `paper_summary.md` gives the paper's columns and
+the forget accuracy per class next to the head's class at the mean (`jaxml.unlearning.report`).
 """
 
 import os
@@ -33,17 +25,12 @@ from jaxml.data import unlearning_splits as splits  # noqa: E402
 from jaxml.unlearning import api, baselines, runner  # noqa: E402
 from jaxml.unlearning import evaluate as ev  # noqa: E402
 from jaxml.unlearning import model as model_lib  # noqa: E402
+from jaxml.unlearning import report as ul_report  # noqa: E402
 from jaxml.unlearning.task import UnlearningTask  # noqa: E402
 
 DATASETS = ("digits", "mnist1d", "cifar10")
-REGIMES = ("class", "subclass", "random")
+REGIMES = ul_report.REGIMES
 METHODS = tuple(m for m in runner.METHODS if m not in ("retrain", "original"))
-LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
-          "sisa": "SISA", "unsir": "UNSIR", "gkt": "GKT (zero-shot)", "finetune": "FT", "grad_ascent": "GA",
-          "neggrad_plus": "NegGrad+", "random_labels": "RL", "l1_sparse": "l1-sparse", "salun": "SalUn",
-          "scrub": "SCRUB", "boundary_shrink": "Boundary shrink", "bad_teacher": "Bad Teacher",
-          "head_only": "Head-only (control)", "emmn": "EMMN (zero-shot)", "jit": "JiT (zero-shot)",
-          "retrain": "Retrain", "original": "Original"}
 
 
 def plan(config) -> dict:
@@ -165,100 +152,22 @@ def tune_cell(config, p, data, regime, model, cache) -> tuple[dict[str, dict], d
   orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
   rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
   ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
-  chosen, log = {}, {}
-  for name in config.methods:
-    if name not in p["grids"]:
-      continue
-    param, values = p["grids"][name]
-    best, gaps = runner.tune(name, st[name], param, values, model, orig.params, task, ref, seed=seed, cache=cache,
-                             train_config=tc)
-    if best is not None:
-      chosen[name] = {param: best}
-      log[name] = {"param": param, "chosen": best,
-                   "gaps": {str(k): (v if np.isfinite(v) else None) for k, v in gaps.items()}}
-  return chosen, log
-
-
-def collision(model, params, task: UnlearningTask, cache) -> dict[str, float]:
-  """The known failure of the mean target, measured: the frozen head's class and max-probability at
-  the mean training representation, and whether that class is a forgotten one (nan when none is)."""
-  z_mean = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train).mean(axis=0)
-  probs = api.head_probs(model, params, z_mean)
-  hit = float(int(np.argmax(probs)) in task.forget_classes) if task.forget_classes else float("nan")
-  return {"head_mean_argmax": float(np.argmax(probs)), "head_mean_pmax": float(np.max(probs)),
-          "mean_is_forget_class": hit}
+  grids = {m: p["grids"][m] for m in config.methods if m in p["grids"]}
+  return runner.tune_methods(grids, st, model, orig.params, task, ref, seed=seed, cache=cache, train_config=tc)
 
 
 def run_cell_seed(config, p, cell, task, model, chosen, seed, cache, orig=None) -> list[dict]:
-  """Original, Retrain and every method on one forget split; rows with metrics and costs. `orig`:
-  the original model's run when already trained (it does not depend on the forget split)."""
-  rows: list[dict] = []
+  """Original, Retrain and every method on one forget split (`runner.compare`); rows with metrics and
+  costs. `orig`: the original model's run when already trained (it does not depend on the split)."""
   st, tc = p["settings"], p["train_config"]
   if orig is None:
     orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
-  rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
-  out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
-  ref = ev.unlearning_metrics(out_rt, task)
-  coll = collision(model, orig.params, task, cache)
-  if task.forget_classes:
-    coll["forget_class"] = float(task.forget_classes[0])
-
-  def record(method, out, run):
-    m = ev.unlearning_metrics(out, task)
-    m["FA"] = 100.0 - m["UA"]
-    m["avg_gap"] = ev.avg_gap(m, ref)
-    m |= coll
-    m |= {f"ru_{k}": v for k, v in (run.info or {}).items()}
-    m |= ev.divergences(out, out_rt, task)
-    if p["representation_checks"]:
-      m |= ev.representation_checks(out, out_orig, task, seed=seed)
-    cost = {"wall_s": run.wall_s, "steady_s": run.steady_s, "steps": run.num_steps,
-            "rte": run.steady_s / rt.steady_s, "rte_wall": run.wall_s / rt.wall_s}
-    rows.append(common.row(method=method, dataset=cell, split=int(task.forget_idx.size), seed=seed, metrics=m,
-                           cost=cost))
-    return m, cost
-
-  record("original", out_orig, orig)
-  record("retrain", out_rt, rt)
-  print(f"[unlearning] {cell} seed {seed}: |D_f|={task.forget_idx.size} retrain {rt.steady_s:.2f}s "
-        f"(wall {rt.wall_s:.2f}s) UA*={ref['UA']:.1f} RA*={ref['RA']:.1f} TA*={ref['TA']:.1f} "
-        f"MIA*={ref['MIA']:.1f}", flush=True)
-  for method in config.methods:
-    try:
-      run = runner.run_method(method, st[method] | chosen.get(method, {}), model, orig.params, task, seed=seed,
-                              cache=cache, train_config=tc)
-    except baselines.NotApplicable as e:
-      print(f"[unlearning] {cell} seed {seed} {method}: not applicable ({e})", flush=True)
-      continue
-    except core.NonFiniteLossError as e:
-      print(f"[unlearning] {cell} seed {seed} {method}: DIVERGED ({e})", flush=True)
-      rows.append(common.row(method=method, dataset=cell, split=int(task.forget_idx.size), seed=seed,
-                             metrics={"diverged": 1.0}, cost={}))
-      continue
-    m, cost = record(method, ev.collect_outputs(run.predict, task), run)
-    print(f"[unlearning] {cell} seed {seed} {method:16s} gap {m['avg_gap']:6.2f} UA {m['UA']:5.1f} "
-          f"RA {m['RA']:5.1f} TA {m['TA']:5.1f} MIA {m['MIA']:5.1f} | RTE {100 * cost['rte']:6.2f}% "
-          f"steady, {100 * cost['rte_wall']:6.1f}% wall ({run.num_steps} steps)", flush=True)
-  return rows
-
-
-# --------------------------------------------------------------------------- reporting
-COLUMNS = [("UA", "UA", 1, "metrics", 1.0), ("RA", "RA", 1, "metrics", 1.0), ("TA", "TA", 1, "metrics", 1.0),
-           ("TA_f", "TA_f", 1, "metrics", 1.0), ("MIA", "MIA", 1, "metrics", 1.0),
-           ("MIA_AUC", "MIA-AUC", 3, "metrics", 1.0), ("avg_gap", "Avg. Gap", 2, "metrics", 1.0),
-           ("rte", "RTE steady %", 2, "cost", 100.0), ("rte_wall", "RTE wall %", 1, "cost", 100.0),
-           ("probe_f", "probe_f", 1, "metrics", 1.0), ("CKA_r", "CKA_r", 3, "metrics", 1.0),
-           ("JS_t", "JS_t", 3, "metrics", 1.0)]
-
-
-def _cell_key(c: str) -> tuple:
-  parts = c.split("/")
-  return parts[0], REGIMES.index(parts[1]), int(parts[2]) if len(parts) > 2 else -1
-
-
-def _cells(rows: list[dict]) -> list[str]:
-  """Cells 'dataset/regime', or 'dataset/class/<c>' in a class sweep, in a stable order."""
-  return sorted({r["dataset"] for r in rows}, key=_cell_key)
+  sts = {"retrain": st["retrain"]} | {m: st[m] | chosen.get(m, {}) for m in config.methods}
+  log = lambda s: print(f"[unlearning] {cell} seed {seed}: {s}", flush=True)  # noqa: E731
+  out = runner.compare(config.methods, sts, model, orig, task, seed=seed,
+                       representation_checks=p["representation_checks"], cache=cache, train_config=tc, log=log)
+  return [common.row(method=m, dataset=cell, split=int(task.forget_idx.size), seed=seed, metrics=metrics, cost=cost)
+          for m, metrics, cost in out]
 
 
 def _style(method: str) -> dict:
@@ -285,32 +194,29 @@ def run(config, workdir: str) -> list[dict]:
         chosen, tuning[cell] = tune_cell(config, p, data, regime, model, cache)
         print(f"[unlearning] {cell} tuned in {time.perf_counter() - t0:.1f}s: "
               + ", ".join(f"{k}={list(v.values())[0]:g}" for k, v in chosen.items()), flush=True)
-      if regime == "class" and p["class_sweep"]:
-        # Every class in turn; the original model depends only on the seed, so it is trained once.
-        origs: dict[int, Any] = {}
-        for c in p["class_sweep"]:
-          if p["max_wall_s"] and time.perf_counter() - t_run > p["max_wall_s"]:
-            print(f"[unlearning] {cell}: wall budget {p['max_wall_s']:.0f}s spent; classes from {c} on not run",
-                  flush=True)
-            break
-          for s in config.seeds:
-            seed = p["seed"] + s
-            task = make_task(config, data, regime, seed, forget_class=c)
-            if seed not in origs:
-              origs[seed] = runner.run_method("original", p["settings"]["original"], model, None, task, seed=seed,
-                                              cache=cache, train_config=p["train_config"])
-            rows += run_cell_seed(config, p, f"{cell}/{c}", task, model, chosen, seed, cache, orig=origs[seed])
-        continue
-      for s in config.seeds:
-        seed = p["seed"] + s
-        rows += run_cell_seed(config, p, cell, make_task(config, data, regime, seed), model, chosen, seed, cache)
+      # Class sweep: every listed class in turn; the original model depends only on the seed (trained once).
+      origs: dict[int, Any] = {}
+      for c in (p["class_sweep"] if regime == "class" else ()) or (None,):
+        if c is not None and p["max_wall_s"] and time.perf_counter() - t_run > p["max_wall_s"]:
+          print(f"[unlearning] {cell}: wall budget {p['max_wall_s']:.0f}s spent; classes from {c} on not run",
+                flush=True)
+          break
+        for s in config.seeds:
+          seed = p["seed"] + s
+          task = make_task(config, data, regime, seed, forget_class=c)
+          if c is not None and seed not in origs:
+            origs[seed] = runner.run_method("original", p["settings"]["original"], model, None, task, seed=seed,
+                                            cache=cache, train_config=p["train_config"])
+          rows += run_cell_seed(config, p, cell if c is None else f"{cell}/{c}", task, model, chosen, seed, cache,
+                                orig=origs.get(seed))
   if jax.process_index() == 0:
     common.write_json(os.path.join(workdir, "tuning.json"), tuning)
     methods = ["original", "retrain", *config.methods]
     with open(os.path.join(workdir, "summary.md"), "w") as f:
-      f.write(report.method_cell_table(rows, _cells(rows), methods, COLUMNS, LABELS))
-    fig = report.scatter_cells(rows, cells=_cells(rows), x=("cost", "rte", 100.0), y=("metrics", "avg_gap", 1.0),
-                               style=_style, labels=LABELS, skip=("original", "retrain"), log_x=True, vline=5.0,
+      f.write(report.method_cell_table(rows, ul_report.cells(rows), methods, ul_report.COLUMNS, ul_report.LABELS))
+    fig = report.scatter_cells(rows, cells=ul_report.cells(rows), x=("cost", "rte", 100.0),
+                               y=("metrics", "avg_gap", 1.0), style=_style, labels=ul_report.LABELS,
+                               skip=("original", "retrain"), log_x=True, vline=5.0,
                                xlabel="run time / Retrain run time (%, steady, log)",
                                ylabel="Avg. Gap to Retrain (lower is better)")
     common.save_plot(fig, workdir, "avg_gap_vs_rte.png")
@@ -322,70 +228,31 @@ def run(config, workdir: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the paper's table and the sweep
-PAPER_COLUMNS = [("RA", "Retain acc", 1, "metrics", 1.0), ("FA", "Forget acc", 1, "metrics", 1.0),
-                 ("TA_r", "Test acc (retained cl.)", 1, "metrics", 1.0),
-                 ("TA_f", "Test acc (forgotten cl.)", 1, "metrics", 1.0), ("MIA_AUC", "MIA AUC", 3, "metrics", 1.0),
-                 ("KL_t", "KL to Retrain (test)", 3, "metrics", 1.0), ("JS_t", "JS to Retrain (test)", 3, "metrics", 1.0),
-                 ("KL_f", "KL (forget)", 3, "metrics", 1.0), ("CKA_r", "CKA (retain)", 3, "metrics", 1.0),
-                 ("steady_s", "time s", 3, "cost", 1.0), ("rte", "time / Retrain %", 2, "cost", 100.0)]
-
-
-def _mean(rows: list[dict], key: str) -> float:
-  v = [r["metrics"].get(key) for r in rows]
-  v = [x for x in v if x is not None]
-  return float(np.mean(v)) if v else float("nan")
-
-
 def paper_summary(rows: list[dict], methods: list[str]) -> str:
-  """The paper's columns for the first class of the sweep, per dataset; then forget accuracy of
-  every method for every forgotten class with the head's class at the mean (the collision)."""
-  cells = _cells(rows)
-  sweep = [c for c in cells if len(c.split("/")) == 3]
-  first = {}
-  for c in sweep:
-    first.setdefault(c.split("/")[0], c)
-  out = ["## The paper's table (fixed settings)\n",
-         report.method_cell_table(rows, list(first.values()), methods, PAPER_COLUMNS, LABELS)]
-  for ds in sorted({c.split("/")[0] for c in sweep}):
-    cs = [c for c in sweep if c.startswith(ds + "/")]
-    classes = [c.split("/")[2] for c in cs]
-    out += [f"\n### {ds}: forget accuracy (%) per forgotten class, mean over seeds\n",
-            "| method | " + " | ".join(classes) + " | mean | colliding cl. | other cl. |",
-            "|---" * (len(classes) + 4) + "|"]
-    heads = [[r for r in rows if r["dataset"] == c and r["method"] == "original"] for c in cs]
-    arg = [_mean(h, "head_mean_argmax") for h in heads]
-    pm = [_mean(h, "head_mean_pmax") for h in heads]
-    hit = [_mean(h, "mean_is_forget_class") for h in heads]
-    out.append("| argmax h(mean z) (p) | " + " | ".join(f"{a:.0f} ({q:.2f})" for a, q in zip(arg, pm)) + " | | | |")
-    for m in methods:
-      fa = [_mean([r for r in rows if r["dataset"] == c and r["method"] == m], "FA") for c in cs]
-      if all(np.isnan(fa)):
-        continue
-      col = [f for f, h in zip(fa, hit) if h >= 0.5]
-      oth = [f for f, h in zip(fa, hit) if h < 0.5]
-      agg = lambda v: f"{np.mean(v):.1f}" if v else "-"  # noqa: E731
-      out.append(f"| {LABELS.get(m, m)} | " + " | ".join(f"{f:.1f}" for f in fa)
-                 + f" | {np.nanmean(fa):.1f} | {agg(col)} | {agg(oth)} |")
-  return "\n".join(out) + "\n"
+  """The paper's columns for the first class of the sweep and over all its classes, per dataset; the
+  forget accuracy of every method per forgotten class next to the head's class at the mean (the
+  collision); which classes meet issue 13's bar (`report.must_reach`)."""
+  table = report.method_cell_table(rows, ul_report.first_sweep_cells(rows), methods, ul_report.PAPER_COLUMNS,
+                                   ul_report.LABELS)
+  head = "## The paper's table (fixed settings)\n"
+  pooled, cells = ul_report.pooled_sweep(rows)
+  table += report.method_cell_table(pooled, cells, methods, ul_report.PAPER_COLUMNS, ul_report.LABELS)
+  return "\n".join([head, table, ul_report.forget_acc_tables(rows, methods),
+                    ul_report.must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
 
 
 def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_uniform", "ru_zs")):
   """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
   the head assigns to the mean representation (the collision) are shaded."""
   import matplotlib.pyplot as plt
-  sweep = [c for c in _cells(rows) if len(c.split("/")) == 3]
-  datasets = sorted({c.split("/")[0] for c in sweep})
+  datasets = sorted({c.split("/")[0] for c in ul_report.sweep_cells(rows)})
   fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 3.8), squeeze=False)
   for ax, ds in zip(axes[0], datasets):
-    cs = [c for c in sweep if c.startswith(ds + "/")]
-    xs = [int(c.split("/")[2]) for c in cs]
-    for c, x in zip(cs, xs):
-      if _mean([r for r in rows if r["dataset"] == c and r["method"] == "original"], "mean_is_forget_class") >= 0.5:
-        ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
-    for m in methods:
-      fa = [_mean([r for r in rows if r["dataset"] == c and r["method"] == m], "FA") for c in cs]
-      if not all(np.isnan(fa)):
-        ax.plot(xs, fa, marker="o", label=LABELS.get(m, m))
+    xs, hit, fa = ul_report.sweep_series(rows, ds, methods)
+    for x in [x for x, h in zip(xs, hit) if h]:
+      ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
+    for m, v in fa.items():
+      ax.plot(xs, v, marker="o", label=ul_report.LABELS.get(m, m))
     ax.set(title=f"{ds}: shaded = head's class at the mean z", xlabel="forgotten class", ylabel="forget accuracy %",
            xticks=xs)
     ax.legend(fontsize=7)

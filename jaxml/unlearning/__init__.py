@@ -10,17 +10,18 @@ removes the failure when the head maps the mean to the forgotten class), every b
 and GKT included), Retrain and the original model; `tune` picks a setting by Avg. Gap.
 Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and
 zero-shot objectives), `api` (`make_method`, `unlearn`, `fit_params`), `sampling` (batch
-builders; float settings ride in the batch), `baselines`, `evaluate`, `runner`.
+builders; float settings ride in the batch), `baselines`, `evaluate`, `runner` (`run_method`, `tune`,
+`tune_methods`, `compare`: one forget split, every method against Retrain), `report` (tables of rows).
 """
 
-from jaxml.unlearning import api, baselines, evaluate, losses, model, runner, sampling, task, transform
+from jaxml.unlearning import api, baselines, evaluate, losses, model, report, runner, sampling, task, transform
 from jaxml.unlearning.api import make_method, make_predict_fn, unlearn
 from jaxml.unlearning.baselines import BASELINES, ZERO_SHOT_BASELINES, NotApplicable, run_baseline
 from jaxml.unlearning.evaluate import avg_gap, collect_outputs, unlearning_metrics
-from jaxml.unlearning.runner import METHODS, RunOutput, run_method, tune
+from jaxml.unlearning.runner import METHODS, RunOutput, compare, run_method, tune, tune_methods
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["BASELINES", "METHODS", "NotApplicable", "RunOutput", "UnlearningTask", "ZERO_SHOT_BASELINES", "api",
-           "avg_gap", "baselines", "collect_outputs", "evaluate", "losses", "make_method", "make_predict_fn", "model",
-           "run_baseline", "run_method", "runner", "sampling", "task", "transform", "tune", "unlearn",
-           "unlearning_metrics"]
+           "avg_gap", "baselines", "collect_outputs", "compare", "evaluate", "losses", "make_method", "make_predict_fn",
+           "model", "report", "run_baseline", "run_method", "runner", "sampling", "task", "transform", "tune",
+           "tune_methods", "unlearn", "unlearning_metrics"]

@@ -8,7 +8,9 @@ each baseline, Retrain and the original model, all with the same signature and o
 the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name), the method's
 `baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
-`tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task.
+`tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task,
+`tune_methods` does so for a dict of grids; `compare` runs Retrain and a list of methods from one
+original model on one forget split and returns each run's metrics and costs (the benchmark's cell).
 """
 
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -22,7 +24,8 @@ from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune"]
+__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
+           "mean_collision", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
@@ -111,3 +114,86 @@ def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequen
       continue
     gaps[v] = ev.avg_gap(ev.unlearning_metrics(ev.collect_outputs(out.predict, task), task), reference)
   return (min(gaps, key=gaps.get) if gaps else None), gaps
+
+
+def tune_methods(grids: Mapping[str, tuple[str, Sequence[Any]]], settings: Mapping[str, Mapping[str, Any]], model,
+                 params0: Any, task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
+                 cache: MutableMapping[Hashable, Any] | None = None,
+                 train_config: Mapping[str, Any] | None = None) -> tuple[dict[str, dict], dict[str, Any]]:
+  """`tune` for every method of `grids` ({method: (param, values)}, in order): the chosen settings
+  ({method: {param: value}}, applicable methods only) and a log of the gaps (non-finite -> None)."""
+  chosen, log = {}, {}
+  for name, (param, values) in grids.items():
+    best, gaps = tune(name, settings[name], param, values, model, params0, task, reference, seed=seed, cache=cache,
+                      train_config=train_config)
+    if best is not None:
+      chosen[name] = {param: best}
+      log[name] = {"param": param, "chosen": best,
+                   "gaps": {str(k): (v if np.isfinite(v) else None) for k, v in gaps.items()}}
+  return chosen, log
+
+
+def mean_collision(model, params: Any, task: UnlearningTask,
+                   cache: MutableMapping[Hashable, Any] | None = None) -> dict[str, float]:
+  """The known failure of the mean target, measured: the frozen head's class and max-probability at
+  the mean training representation, and whether that class is a forgotten one (nan when none is)."""
+  z_mean = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train).mean(axis=0)
+  probs = api.head_probs(model, params, z_mean)
+  hit = float(int(np.argmax(probs)) in task.forget_classes) if task.forget_classes else float("nan")
+  return {"head_mean_argmax": float(np.argmax(probs)), "head_mean_pmax": float(np.max(probs)),
+          "mean_is_forget_class": hit}
+
+
+def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], model, orig: RunOutput,
+            task: UnlearningTask, *, seed: int, representation_checks: bool = True,
+            cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
+            log: Callable[[str], None] = lambda s: None) -> list[tuple[str, dict[str, float], dict[str, float]]]:
+  """Retrain and every method of `methods` from the original model's run `orig` on one forget split.
+  Returns (method, metrics, cost) for "original", "retrain" and each applicable method: unlearning
+  metrics, forget accuracy FA, Avg. Gap and KL / JS to Retrain, the collision check of the mean
+  target (plus `ru_*` for RU's own target), optional representation checks; cost = wall / steady
+  seconds, steps and their ratios to Retrain (rte, rte_wall). A diverged method gets metrics
+  {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in)."""
+  out: list[tuple[str, dict[str, float], dict[str, float]]] = []
+  rt = run_method("retrain", settings["retrain"], model, orig.params, task, seed=seed, cache=cache,
+                  train_config=train_config)
+  out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
+  ref = ev.unlearning_metrics(out_rt, task)
+  coll = mean_collision(model, orig.params, task, cache)
+  if task.forget_classes:
+    coll["forget_class"] = float(task.forget_classes[0])
+
+  def record(method, outputs, run):
+    m = ev.unlearning_metrics(outputs, task)
+    m["FA"] = 100.0 - m["UA"]
+    m["avg_gap"] = ev.avg_gap(m, ref)
+    m |= coll
+    m |= {f"ru_{k}": v for k, v in (run.info or {}).items()}
+    m |= ev.divergences(outputs, out_rt, task)
+    if representation_checks:
+      m |= ev.representation_checks(outputs, out_orig, task, seed=seed)
+    cost = {"wall_s": run.wall_s, "steady_s": run.steady_s, "steps": run.num_steps,
+            "rte": run.steady_s / rt.steady_s, "rte_wall": run.wall_s / rt.wall_s}
+    out.append((method, m, cost))
+    return m, cost
+
+  record("original", out_orig, orig)
+  record("retrain", out_rt, rt)
+  log(f"|D_f|={task.forget_idx.size} retrain {rt.steady_s:.2f}s (wall {rt.wall_s:.2f}s) UA*={ref['UA']:.1f} "
+      f"RA*={ref['RA']:.1f} TA*={ref['TA']:.1f} MIA*={ref['MIA']:.1f}")
+  for method in methods:
+    try:
+      run = run_method(method, settings[method], model, orig.params, task, seed=seed, cache=cache,
+                       train_config=train_config)
+    except baselines.NotApplicable as e:
+      log(f"{method}: not applicable ({e})")
+      continue
+    except core.NonFiniteLossError as e:
+      log(f"{method}: DIVERGED ({e})")
+      out.append((method, {"diverged": 1.0}, {}))
+      continue
+    m, cost = record(method, ev.collect_outputs(run.predict, task), run)
+    log(f"{method:16s} gap {m['avg_gap']:6.2f} UA {m['UA']:5.1f} RA {m['RA']:5.1f} TA {m['TA']:5.1f} "
+        f"MIA {m['MIA']:5.1f} | RTE {100 * cost['rte']:6.2f}% steady, {100 * cost['rte_wall']:6.1f}% wall "
+        f"({run.num_steps} steps)")
+  return out

@@ -1,0 +1,158 @@
+"""Reporting of unlearning runs from result rows (the dicts of `results.json`): method labels,
+table columns, cell ordering, and the paper's class sweep — forget accuracy per forgotten class
+next to the frozen head's class at the mean representation (the collision of RU's mean target).
+
+Rows: {"method", "dataset" (the cell: 'dataset/regime' or 'dataset/class/<c>' in a class sweep),
+"seed", "metrics", "cost"}. Plain numpy; the plots are drawn by the experiment.
+"""
+
+import numpy as np
+
+__all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
+           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table", "pooled_sweep"]
+
+REGIMES = ("class", "subclass", "random")
+LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
+          "sisa": "SISA", "unsir": "UNSIR", "gkt": "GKT (zero-shot)", "finetune": "FT", "grad_ascent": "GA",
+          "neggrad_plus": "NegGrad+", "random_labels": "RL", "l1_sparse": "l1-sparse", "salun": "SalUn",
+          "scrub": "SCRUB", "boundary_shrink": "Boundary shrink", "bad_teacher": "Bad Teacher",
+          "head_only": "Head-only (control)", "emmn": "EMMN (zero-shot)", "jit": "JiT (zero-shot)",
+          "retrain": "Retrain", "original": "Original"}
+# (key, header, digits, src, scale): our stricter table, then the paper's columns.
+COLUMNS = [("UA", "UA", 1, "metrics", 1.0), ("RA", "RA", 1, "metrics", 1.0), ("TA", "TA", 1, "metrics", 1.0),
+           ("TA_f", "TA_f", 1, "metrics", 1.0), ("MIA", "MIA", 1, "metrics", 1.0),
+           ("MIA_AUC", "MIA-AUC", 3, "metrics", 1.0), ("avg_gap", "Avg. Gap", 2, "metrics", 1.0),
+           ("rte", "RTE steady %", 2, "cost", 100.0), ("rte_wall", "RTE wall %", 1, "cost", 100.0),
+           ("probe_f", "probe_f", 1, "metrics", 1.0), ("CKA_r", "CKA_r", 3, "metrics", 1.0),
+           ("JS_t", "JS_t", 3, "metrics", 1.0)]
+PAPER_COLUMNS = [("RA", "Retain acc", 1, "metrics", 1.0), ("FA", "Forget acc", 1, "metrics", 1.0),
+                 ("TA_r", "Test acc (retained cl.)", 1, "metrics", 1.0),
+                 ("TA_f", "Test acc (forgotten cl.)", 1, "metrics", 1.0), ("MIA_AUC", "MIA AUC", 3, "metrics", 1.0),
+                 ("KL_t", "KL to Retrain (test)", 3, "metrics", 1.0),
+                 ("JS_t", "JS to Retrain (test)", 3, "metrics", 1.0),
+                 ("KL_f", "KL (forget)", 3, "metrics", 1.0), ("CKA_r", "CKA (retain)", 3, "metrics", 1.0),
+                 ("steady_s", "time s", 3, "cost", 1.0), ("rte", "time / Retrain %", 2, "cost", 100.0)]
+
+
+def _cell_key(c: str) -> tuple:
+  parts = c.split("/")
+  return parts[0], REGIMES.index(parts[1]), int(parts[2]) if len(parts) > 2 else -1
+
+
+def cells(rows: list[dict]) -> list[str]:
+  """Cells 'dataset/regime', or 'dataset/class/<c>' in a class sweep, in a stable order."""
+  return sorted({r["dataset"] for r in rows}, key=_cell_key)
+
+
+def sweep_cells(rows: list[dict]) -> list[str]:
+  """The class-sweep cells 'dataset/class/<c>'."""
+  return [c for c in cells(rows) if len(c.split("/")) == 3]
+
+
+def first_sweep_cells(rows: list[dict]) -> list[str]:
+  """Per dataset, the first forgotten class of the sweep (the paper's table: class 0 first)."""
+  first: dict[str, str] = {}
+  for c in sweep_cells(rows):
+    first.setdefault(c.split("/")[0], c)
+  return list(first.values())
+
+
+def mean(rows: list[dict], key: str) -> float:
+  """Mean of metrics[key] over the rows that have it (nan when none has)."""
+  v = [r["metrics"].get(key) for r in rows]
+  v = [x for x in v if x is not None]
+  return float(np.mean(v)) if v else float("nan")
+
+
+def _per_cell(rows: list[dict], cs: list[str], method: str, key: str) -> list[float]:
+  return [mean([r for r in rows if r["dataset"] == c and r["method"] == method], key) for c in cs]
+
+
+def pooled_sweep(rows: list[dict]) -> tuple[list[dict], list[str]]:
+  """The sweep's rows with every forgotten class of a dataset in one cell (for the paper's columns
+  as mean ± std over classes and seeds), and those cells."""
+  pooled, names = [], {}
+  for r in rows:
+    if r["dataset"] in sweep_cells(rows):
+      ds = r["dataset"].split("/")[0]
+      k = len({c for c in sweep_cells(rows) if c.startswith(ds + "/")})
+      names[ds] = f"{ds}/class: mean ± std over {k} forgotten classes x seeds"
+      pooled.append(r | {"dataset": names[ds]})
+  return pooled, [names[d] for d in sorted(names)]
+
+
+def sweep_series(rows: list[dict], dataset: str, methods) -> tuple[list[int], list[bool], dict[str, list[float]]]:
+  """One dataset's sweep: forgotten classes, whether each is the head's class at the mean z
+  (collision, from the original model's rows), and each method's forget accuracy per class
+  (methods with no rows left out)."""
+  cs = [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]
+  hit = [h >= 0.5 for h in _per_cell(rows, cs, "original", "mean_is_forget_class")]
+  fa = {m: _per_cell(rows, cs, m, "FA") for m in methods}
+  return [int(c.split("/")[2]) for c in cs], hit, {m: v for m, v in fa.items() if not all(np.isnan(v))}
+
+
+def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
+  """Per dataset of the sweep: forget accuracy of every method for every forgotten class (mean over
+  seeds), with argmax / max-probability of h(mean z) and means over colliding and other classes."""
+  out = []
+  for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
+    cs = [c for c in sweep_cells(rows) if c.startswith(ds + "/")]
+    classes = [c.split("/")[2] for c in cs]
+    out += [f"\n### {ds}: forget accuracy (%) per forgotten class, mean over seeds\n",
+            "| method | " + " | ".join(classes) + " | mean | colliding cl. | other cl. |",
+            "|---" * (len(classes) + 4) + "|"]
+    arg, pm = _per_cell(rows, cs, "original", "head_mean_argmax"), _per_cell(rows, cs, "original", "head_mean_pmax")
+    hit = _per_cell(rows, cs, "original", "mean_is_forget_class")
+    out.append("| argmax h(mean z) (p) | " + " | ".join(f"{a:.0f} ({q:.2f})" for a, q in zip(arg, pm)) + " | | | |")
+    for m in methods:
+      fa = _per_cell(rows, cs, m, "FA")
+      if all(np.isnan(fa)):
+        continue
+      col = [f for f, h in zip(fa, hit) if h >= 0.5]
+      oth = [f for f, h in zip(fa, hit) if h < 0.5]
+      agg = lambda v: f"{np.mean(v):.1f}" if v else "-"  # noqa: E731
+      out.append(f"| {LABELS.get(m, m)} | " + " | ".join(f"{f:.1f}" for f in fa)
+                 + f" | {np.nanmean(fa):.1f} | {agg(col)} | {agg(oth)} |")
+  return "\n".join(out)
+
+
+# Issue 13's bar per forgotten class: forget accuracy within FA_TOL points of Retrain's, retain and
+# retained-class test accuracy within ACC_TOL points of the original model's (means over seeds).
+FA_TOL, ACC_TOL = 2.0, 1.0
+
+
+def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = FA_TOL,
+               acc_tol: float = ACC_TOL) -> dict[int, dict[str, float]]:
+  """Per forgotten class of `dataset`'s sweep: the method's gaps dFA = FA - FA(Retrain),
+  dRA = RA - RA(original), dTA_r = TA_r - TA_r(original) and `ok` (1.0 when |dFA| <= fa_tol and
+  |dRA|, |dTA_r| <= acc_tol); classes without rows of the method are left out."""
+  out = {}
+  for c in [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]:
+    of = lambda m, k: mean([r for r in rows if r["dataset"] == c and r["method"] == m], k)  # noqa: E731,B023
+    if np.isnan(of(method, "FA")):
+      continue
+    d = {"dFA": of(method, "FA") - of("retrain", "FA"), "dRA": of(method, "RA") - of("original", "RA"),
+         "dTA_r": of(method, "TA_r") - of("original", "TA_r")}
+    d["ok"] = float(abs(d["dFA"]) <= fa_tol and abs(d["dRA"]) <= acc_tol and abs(d["dTA_r"]) <= acc_tol)
+    out[int(c.split("/")[2])] = d
+  return out
+
+
+def must_reach_table(rows: list[dict], methods: list[str]) -> str:
+  """Per dataset of the sweep and method: classes meeting `must_reach`, and per class the gaps
+  dFA / dRA / dTA_r (a failing class marked *)."""
+  out = [f"\n### Must reach: |FA - FA(Retrain)| <= {FA_TOL:g}, |RA - RA(orig.)| and |TA_r - TA_r(orig.)| <= "
+         f"{ACC_TOL:g} per forgotten class (cells: dFA / dRA / dTA_r)\n"]
+  for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
+    res = {m: must_reach(rows, ds, m) for m in methods}
+    res = {m: v for m, v in res.items() if v}
+    classes = sorted({c for v in res.values() for c in v})
+    out += ["| " + ds + " | classes met | " + " | ".join(str(c) for c in classes) + " |",
+            "|---" * (len(classes) + 2) + "|"]
+    for m, v in res.items():
+      cells_ = [(f"{v[c]['dFA']:+.1f} / {v[c]['dRA']:+.1f} / {v[c]['dTA_r']:+.1f}" + ("" if v[c]["ok"] else " *"))
+                if c in v else "" for c in classes]
+      out.append(f"| {LABELS.get(m, m)} | {int(sum(d['ok'] for d in v.values()))}/{len(v)} | " + " | ".join(cells_)
+                 + " |")
+    out.append("")
+  return "\n".join(out)

@@ -1,0 +1,59 @@
+"""The unlearning reports from result rows: cell order, the class sweep and the collision split."""
+
+import numpy as np
+
+from jaxml.unlearning import report
+
+
+def _row(cell, method, seed=0, **metrics):
+  return {"dataset": cell, "method": method, "seed": seed, "metrics": metrics, "cost": {}}
+
+
+def _sweep_rows():
+  rows = []
+  for c, hit in ((10, 0.0), (2, 1.0), (0, 0.0)):
+    cell = f"d/class/{c}"
+    rows.append(_row(cell, "original", head_mean_argmax=2.0, head_mean_pmax=0.7, mean_is_forget_class=hit, FA=100.0))
+    rows += [_row(cell, "ru", s, FA=60.0 + s if hit else 0.0 + s) for s in (0, 2)]   # mean over seeds: 61 / 1
+  return rows + [_row("d/random", "ru", FA=5.0)]
+
+
+def test_cells_sort_regimes_then_classes_numerically():
+  assert report.cells(_sweep_rows()) == ["d/class/0", "d/class/2", "d/class/10", "d/random"]
+  assert report.sweep_cells(_sweep_rows()) == ["d/class/0", "d/class/2", "d/class/10"]
+  assert report.first_sweep_cells(_sweep_rows()) == ["d/class/0"]
+
+
+def test_sweep_series_marks_the_colliding_class_and_averages_seeds():
+  xs, hit, fa = report.sweep_series(_sweep_rows(), "d", ("ru", "ru_uniform"))
+  assert xs == [0, 2, 10] and hit == [False, True, False]
+  assert list(fa) == ["ru"]                     # a method without rows is left out
+  np.testing.assert_allclose(fa["ru"], [1.0, 61.0, 1.0])
+
+
+def test_forget_acc_table_splits_colliding_and_other_classes():
+  lines = report.forget_acc_tables(_sweep_rows(), ["original", "ru", "gkt"]).splitlines()
+  ru = next(line for line in lines if line.startswith("| RU (ours)"))
+  assert [c.strip() for c in ru.split("|")[1:-1]] == ["RU (ours)", "1.0", "61.0", "1.0", "21.0", "61.0", "1.0"]
+  assert any(line.startswith("| argmax h(mean z) (p) | 2 (0.70)") for line in lines)
+  assert not any("GKT" in line for line in lines)
+
+
+def test_must_reach_checks_forget_gap_to_retrain_and_accuracy_gaps_to_original():
+  rows = []
+  for c, (fa, ra, ta) in {0: (1.5, 99.5, 80.5), 1: (3.0, 100.0, 80.0), 2: (0.0, 98.0, 80.0)}.items():
+    cell = f"d/class/{c}"
+    rows += [_row(cell, "original", FA=100.0, RA=100.0, TA_r=80.0), _row(cell, "retrain", FA=0.0, RA=100.0, TA_r=79.0),
+             _row(cell, "ru", FA=fa, RA=ra, TA_r=ta)]
+  res = report.must_reach(rows, "d", "ru")
+  assert {c: d["ok"] for c, d in res.items()} == {0: 1.0, 1: 0.0, 2: 0.0}   # FA 3 > 2 off; RA 2 points off
+  assert res[0]["dTA_r"] == 0.5 and res[2]["dRA"] == -2.0
+  assert report.must_reach(rows, "d", "gkt") == {}
+  table = report.must_reach_table(rows, ["retrain", "ru"])
+  assert "| RU (ours) | 1/3 |" in table and "| Retrain | 3/3 |" in table
+
+
+def test_pooled_sweep_puts_every_class_of_a_dataset_in_one_cell():
+  pooled, cells = report.pooled_sweep(_sweep_rows())
+  assert cells == ["d/class: mean ± std over 3 forgotten classes x seeds"]
+  assert len(pooled) == 9 and {r["dataset"] for r in pooled} == set(cells)   # d/random left out
