@@ -27,6 +27,8 @@ def test_gaussian_rows_soft_and_hard():
   hard = np.asarray(L.gaussian_rows(jnp.asarray([-1.0, 2.5, 3.5, 5.4, 9.0]), c, 0.0))
   np.testing.assert_array_equal(hard.argmax(-1), [0, 2, 4, 5, 6])       # round half to even, clipped
   np.testing.assert_array_equal(hard.sum(-1), 1.0)
+  np.testing.assert_allclose(L.gaussian_rows(jnp.asarray(centres.reshape(3, 1)), c, sigma), want[:, None], rtol=1e-5,
+                             atol=1e-7)                # batched centres [3, 1] -> [3, 1, C]
   np.testing.assert_allclose(L.gaussian_table(c, sigma), L.gaussian_rows(jnp.arange(c), c, sigma), rtol=1e-6)
   np.testing.assert_array_equal(L.gaussian_table(c, 0.0), np.eye(c))
 
@@ -42,6 +44,8 @@ def test_soft_centroids_weighted_means_and_empty_rank(normalize):
   got = np.asarray(L.soft_centroids(jnp.asarray(e), jnp.asarray(probs), normalize=normalize))
   np.testing.assert_allclose(got, mu, rtol=1e-5, atol=1e-7)
   np.testing.assert_array_equal(got[2], 0.0)
+  if normalize:                                          # the default normalises
+    np.testing.assert_allclose(L.soft_centroids(jnp.asarray(e), jnp.asarray(probs)), got, rtol=1e-6)
 
 
 def test_sq_dists_and_expected_profile():
@@ -157,12 +161,17 @@ def test_profile_position_is_the_windowed_least_squares_vertex():
   l = np.arange(c)
   prof = np.stack([0.05 * (l - 6.3) ** 2 + 0.01 * _RNG.normal(size=c) + 1.0,      # interior minimum
                    0.05 * (l - 0.4) ** 2 + 0.01 * _RNG.normal(size=c) + 1.0,      # minimum near an edge
-                   -0.05 * (l - 5.5) ** 2 + 3.0])                                  # concave: no vertex (shift 0)
+                   -0.05 * (l - 5.5) ** 2 + 3.0,                                   # concave: no vertex (shift 0)
+                   0.05 * (l + 2.0) ** 2,                                           # fitted vertex far below 0: clipped
+                   0.05 * (l - 13.0) ** 2])                                         # fitted vertex far above 11: clipped
   prof = np.where(valid[None, :], prof, np.inf)
   got = D.profile_position(jnp.asarray(prof, jnp.float32), jnp.asarray(table, jnp.float32), jnp.asarray(valid), window)
   want = _position_loops(prof, table, valid, window)
   np.testing.assert_allclose(got, want, atol=2e-3)
   assert float(got[2]) == float(np.argmin(prof[2]))
+  np.testing.assert_allclose(got[3:], [0.0 - window, 11.0 + window])
+  default = D.profile_position(jnp.asarray(prof, jnp.float32), jnp.asarray(table, jnp.float32), jnp.asarray(valid))
+  np.testing.assert_allclose(default, _position_loops(prof, table, valid, 4), atol=2e-3)     # window defaults to 4
 
 
 def test_masked_profile_expectation_and_profile_clip_to_the_valid_ranks():
@@ -176,9 +185,9 @@ def test_masked_profile_expectation_and_profile_clip_to_the_valid_ranks():
   assert np.all(np.isinf(prof[:, ~valid]))
   np.testing.assert_array_equal(D.expectation(jnp.asarray(prof)), np.argmin(np.where(valid, full, np.inf), -1))
   # profile decoder: least-squares line through (t_train, labels), rounded, clipped to [1, 4]
-  t_train, labels = np.array([0.0, 1.0, 2.0, 4.0]), np.array([1, 1, 2, 4])
+  t_train, labels = np.array([0.0, 0.25, 0.5, 1.0]), np.array([1, 1, 2, 4])    # var(t_train) < 1
   b = np.cov(t_train, labels, bias=True)[0, 1] / np.var(t_train)
-  t = np.array([-3.0, 1.5, 2.2, 3.1, 9.0])
+  t = np.array([-3.0, 0.3, 0.55, 0.8, 9.0])
   want = np.clip(np.round(labels.mean() + b * (t - t_train.mean())), 1, 4)
   got = D.profile(jnp.asarray(t), jnp.asarray(t_train), jnp.asarray(labels), jnp.asarray(valid))
   np.testing.assert_array_equal(got, want)

@@ -23,9 +23,9 @@ def _t(z: jax.Array) -> jax.Array:
   return jnp.tanh(z @ _W) + _BIAS
 
 
-def _noisy(z: np.ndarray, rng: jax.Array, scale: float) -> np.ndarray:
-  """z~ [n, M, D] = z + scale * N(0, I) with the same draw as the documented perturbation."""
-  eps = np.asarray(jax.random.normal(rng, (z.shape[0], M, D), jnp.float32))
+def _noisy(z: np.ndarray, rng: jax.Array, scale: float, m: int = M) -> np.ndarray:
+  """z~ [n, m, D] = z + scale * N(0, I) with the same draw as the documented perturbation."""
+  eps = np.asarray(jax.random.normal(rng, (z.shape[0], m, D), jnp.float32))
   return z[:, None, :] + scale * eps
 
 
@@ -41,23 +41,23 @@ def _data():
   return z_r, z_f, z_ref, protos
 
 
-def _retain(z_r, rng, scale):
-  return np.mean((_apply(_noisy(z_r, rng, scale)) - z_r[:, None, :]) ** 2)
+def _retain(z_r, rng, scale, m=M):
+  return np.mean((_apply(_noisy(z_r, rng, scale, m)) - z_r[:, None, :]) ** 2)
 
 
-def _forget(z_f, w, z_ref, rng, scale):
-  out = _apply(_noisy(z_f, rng, scale))                                            # [B, M, D]
+def _forget(z_f, w, z_ref, rng, scale, m=M):
+  out = _apply(_noisy(z_f, rng, scale, m))                                            # [B, M, D]
   per_row = np.mean(np.sum((out[:, :, None, :] - z_ref[None, None]) ** 2, -1), axis=(1, 2))
   return np.sum(w * per_row) / max(np.sum(w), 1.0)
 
 
-def _zs_retain(protos, pi_r, rng, scale):
-  out = _apply(_noisy(protos, rng, scale))
+def _zs_retain(protos, pi_r, rng, scale, m=M):
+  out = _apply(_noisy(protos, rng, scale, m))
   return np.sum(pi_r * np.mean(np.sum((out - protos[:, None, :]) ** 2, -1), 1))
 
 
-def _zs_forget(z_f, w, protos, pi, rng, scale):
-  out = _apply(_noisy(z_f, rng, scale))
+def _zs_forget(z_f, w, protos, pi, rng, scale, m=M):
+  out = _apply(_noisy(z_f, rng, scale, m))
   per_row = np.mean(np.sum(pi * np.sum((out[:, :, None, :] - protos[None, None]) ** 2, -1), -1), 1)
   return np.sum(w * per_row) / max(np.sum(w), 1.0)
 
@@ -125,6 +125,35 @@ def test_objectives_add_beta_times_forget_with_split_keys():
   np.testing.assert_allclose(loss, l_r + beta * l_f, rtol=1e-5)
 
 
+def test_defaults_are_one_sample_without_noise():
+  """Omitted num_samples / noise_scale mean M = 1 and s = 0; a noise scale alone still draws one sample."""
+  z_r, z_f, z_ref, protos = _data()
+  w = np.array([1.0, 0.0, 1.0], np.float32)
+  pi = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+  pi_r = np.array([0.0, 0.5, 0.2, 0.3], np.float32)
+  key, beta = jax.random.key(5), 0.7
+  r_key, f_key = jax.random.split(key)
+  args = {"standard": (jnp.asarray(z_r), jnp.asarray(z_f), jnp.asarray(w), jnp.asarray(z_ref), key),
+          "zero_shot": (jnp.asarray(z_f), jnp.asarray(w), jnp.asarray(protos), jnp.asarray(pi), jnp.asarray(pi_r), key)}
+  for scale in (0.0, 0.3):
+    kw = {} if scale == 0.0 else {"noise_scale": scale}
+    np.testing.assert_allclose(losses.retain_loss(_t, jnp.asarray(z_r), key, **kw), _retain(z_r, key, scale, m=1),
+                               rtol=1e-5)
+    np.testing.assert_allclose(losses.forget_loss(_t, *args["standard"][1:], **kw),
+                               _forget(z_f, w, z_ref, key, scale, m=1), rtol=1e-5)
+    np.testing.assert_allclose(losses.zero_shot_retain_loss(_t, jnp.asarray(protos), jnp.asarray(pi_r), key, **kw),
+                               _zs_retain(protos, pi_r, key, scale, m=1), rtol=1e-5)
+    np.testing.assert_allclose(losses.zero_shot_forget_loss(_t, *args["zero_shot"][:4], key, **kw),
+                               _zs_forget(z_f, w, protos, pi, key, scale, m=1), rtol=1e-5)
+    loss, _ = losses.standard_objective(_t, *args["standard"], beta=beta, **kw)
+    np.testing.assert_allclose(loss, _retain(z_r, r_key, scale, m=1) + beta * _forget(z_f, w, z_ref, f_key, scale, m=1),
+                               rtol=1e-5)
+    loss, _ = losses.zero_shot_objective(_t, *args["zero_shot"], beta=beta, **kw)
+    np.testing.assert_allclose(
+        loss, _zs_retain(protos, pi_r, r_key, scale, m=1) + beta * _zs_forget(z_f, w, protos, pi, f_key, scale, m=1),
+        rtol=1e-5)
+
+
 def _task(y, retain, forget, y_test, mask):
   return UnlearningTask(np.arange(len(y), dtype=np.float32)[:, None], np.asarray(y), np.asarray(retain),
                         np.asarray(forget), np.arange(len(y_test), dtype=np.float32)[:, None] + 100.0,
@@ -175,4 +204,5 @@ def test_divergences_match_the_softmax_kl_and_js():
     assert res[f"KL_{name}"] == pytest.approx(np.mean(kl(q, p)), rel=1e-6)
     assert res[f"JS_{name}"] == pytest.approx(np.mean(0.5 * kl(p, mix) + 0.5 * kl(q, mix)), rel=1e-6)
   empty = evaluate.divergences(out, ref, task._replace(forget_idx=np.arange(0)))
-  assert np.isnan(empty["KL_f"]) and np.isnan(empty["JS_f"]) and np.isfinite(empty["KL_r"])
+  assert np.isnan(empty["KL_f"]) and np.isnan(empty["JS_f"])
+  assert all(np.isfinite(empty[k]) for k in ("KL_r", "JS_r", "KL_t", "JS_t"))   # the empty set skips only itself
