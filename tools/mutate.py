@@ -38,7 +38,7 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
                       ["tests/causal_reward/test_losses.py",
                        "tests/causal_reward/test_model.py::test_bt_loss_log2_and_swap_symmetry",
                        "tests/causal_reward/test_model.py::test_pearson_crosscov_and_kl"]),
-    "smile": (["jaxml/smile/baselines.py"], ["tests/smile/test_family_and_baselines.py"]),
+    "smile": (["jaxml/smile/baselines.py"], ["tests/smile/test_baselines_by_hand.py"]),
     "unlearning": (["jaxml/unlearning/losses.py", "jaxml/unlearning/evaluate.py"],
                    ["tests/unlearning/test_objectives_and_metrics_by_hand.py",
                     "tests/unlearning/test_transform_and_losses.py::test_forget_loss_equals_pairwise_mean",
