@@ -32,7 +32,7 @@ def _close(a, b):
 
 def _check_info(info, logdensity, eps, bad=False):
   np.testing.assert_allclose(info["logdensity"], logdensity, rtol=1e-6)
-  assert not bool(info["reset"]) and bool(info["nonfinite"]) == bad
+  assert info["reset"].dtype == jnp.bool_ and not bool(info["reset"]) and bool(info["nonfinite"]) == bad
   np.testing.assert_allclose(info["step_size"], eps, rtol=1e-6)
 
 
@@ -86,7 +86,7 @@ def test_csgld_step_follows_the_cosine_schedule_and_drops_exploration(t):
 
 
 def test_csgld_defaults_and_a_run_shorter_than_its_cycles():
-  kern = baselines.csgld_kernel(_logdensity, step_size=0.2, total_steps=40)   # 4 cycles, explore 0.33, T = 1
+  kern = baselines.csgld_kernel(_logdensity, step_size=0.2, total_steps=42)   # 4 cycles of 42 // 4 = 10, explore 0.33, T = 1
   keep = [bool(kern.keep(jnp.asarray(t))) for t in range(1, 11)]
   assert keep == [((t - 1) % 10) / 10 >= 0.33 for t in range(1, 11)]
   state = kern.init(_POS, _MB, jax.random.key(1), {})
