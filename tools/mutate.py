@@ -60,6 +60,8 @@ def _setup_cfg(pkg: str, covered_only: bool = True) -> str:
   lines = ["[mutmut]", f"source_paths = jaxml/{pkg}/", "only_mutate ="]
   lines += [f"    {m}" for m in modules]
   lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
+  # One process per mutant: pyproject's `-n 2` (xdist) would hide which tests call which function.
+  lines += ["pytest_add_cli_args =", "    -n", "    0"]
   lines += ["process_isolation = forkserver", "forkserver_warmup = collect", "timeout_constant = 60",
             f"mutate_only_covered_lines = {str(covered_only).lower()}", ""]
   return "\n".join(lines)
@@ -103,7 +105,7 @@ def main() -> int:
   ap.add_argument("--unchecked-only", action="store_true",
                   help="with --keep and globs: run only the mutants without a result yet")
   ap.add_argument("--check", action="store_true", help="fail below the recorded ratchet")
-  args = ap.parse_args()
+  args = ap.parse_intermixed_args()
   work = Path(args.workdir or ROOT / "runs" / "mutate" / args.pkg).resolve()
   if work.exists() and not args.keep:
     shutil.rmtree(work)
