@@ -183,7 +183,9 @@ def test_masked_profile_expectation_and_profile_clip_to_the_valid_ranks():
   full = np.sum((e[:, None] - cent[None]) ** 2, -1) @ table.T
   np.testing.assert_allclose(prof[:, valid], full[:, valid], rtol=1e-5)
   assert np.all(np.isinf(prof[:, ~valid]))
-  np.testing.assert_array_equal(D.expectation(jnp.asarray(prof)), np.argmin(np.where(valid, full, np.inf), -1))
+  pred = D.expectation(jnp.asarray(prof))
+  np.testing.assert_array_equal(pred, np.argmin(np.where(valid, full, np.inf), -1))
+  assert pred.dtype == jnp.int32
   # profile decoder: least-squares line through (t_train, labels), rounded, clipped to [1, 4]
   t_train, labels = np.array([0.0, 0.25, 0.5, 1.0]), np.array([1, 1, 2, 4])    # var(t_train) < 1
   b = np.cov(t_train, labels, bias=True)[0, 1] / np.var(t_train)
@@ -191,23 +193,53 @@ def test_masked_profile_expectation_and_profile_clip_to_the_valid_ranks():
   want = np.clip(np.round(labels.mean() + b * (t - t_train.mean())), 1, 4)
   got = D.profile(jnp.asarray(t), jnp.asarray(t_train), jnp.asarray(labels), jnp.asarray(valid))
   np.testing.assert_array_equal(got, want)
+  assert got.dtype == jnp.int32
+  only_first = jnp.zeros(6, bool).at[0].set(True)          # a label set {0}: every prediction is 0
+  np.testing.assert_array_equal(D.profile(jnp.asarray(t), jnp.asarray(t_train), jnp.asarray(labels), only_first), 0)
   assert np.all(np.asarray(D.profile(jnp.asarray(t), jnp.full(4, 2.0), jnp.asarray(labels), jnp.asarray(valid))) == 2)
 
 
 def test_knn_by_brute_force_with_and_without_self_exclusion():
   train = _unit(_RNG.normal(size=(9, 3)))
-  labels = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8])
+  labels = np.array([0, 1, 2, 3, 4, 5, 6, 7, 20])
   q = _unit(_RNG.normal(size=(4, 3)))
   for k in (1, 3, 4):
     nearest = np.argsort(-(q @ train.T), -1)[:, :k]
     np.testing.assert_array_equal(D.knn(jnp.asarray(q), jnp.asarray(train), jnp.asarray(labels), k),
                                   np.round(labels[nearest].mean(-1)))
-  idx = np.array([2, 5, 0])
+  idx = np.array([8, 5, 0])
   sims = train[idx] @ train.T
   sims[np.arange(3), idx] = -np.inf
   nearest = np.argsort(-sims, -1)[:, :3]
   np.testing.assert_array_equal(D.knn(jnp.asarray(train[idx]), jnp.asarray(train), jnp.asarray(labels), 3,
                                       query_idx=jnp.asarray(idx)), np.round(labels[nearest].mean(-1)))
   # k larger than the training set minus the query itself: every other row is used
-  np.testing.assert_array_equal(D.knn(jnp.asarray(train[idx]), jnp.asarray(train), jnp.asarray(labels), 50,
-                                      query_idx=jnp.asarray(idx)), np.round((labels.sum() - labels[idx]) / 8))
+  got = D.knn(jnp.asarray(train[idx]), jnp.asarray(train), jnp.asarray(labels), 50, query_idx=jnp.asarray(idx))
+  np.testing.assert_array_equal(got, np.round((labels.sum() - labels[idx]) / 8))
+  assert got.dtype == jnp.int32
+  # without query_idx, k is capped at the training-set size: every row counts
+  np.testing.assert_array_equal(D.knn(jnp.asarray(q), jnp.asarray(train), jnp.asarray(labels), 50),
+                                np.full(4, np.round(labels.mean())))
+
+
+def test_decode_all_passes_window_and_query_idx_through():
+  c, n = 8, 12
+  train = _unit(_RNG.normal(size=(n, 3)))
+  labels = np.array([0, 1, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7])
+  table = L.gaussian_table(c, 1.0)
+  cent = L.soft_centroids(jnp.asarray(train), L.gaussian_rows(jnp.asarray(labels), c, 1.0))
+  valid = jnp.ones(c, bool)
+  prof = D.masked_profile(jnp.asarray(train), cent, table, valid)
+  t_train = D.profile_position(prof, table, valid, 2)
+  extra = {"centroids": cent, "valid": valid, "embeddings": jnp.asarray(train), "labels": jnp.asarray(labels),
+           "t_train": t_train}
+  idx = jnp.arange(n)
+  out = np.asarray(D.decode_all(jnp.asarray(train), extra, table, k=3, window=2, query_idx=idx))
+  np.testing.assert_array_equal(out[0], D.expectation(prof))
+  np.testing.assert_array_equal(out[1], D.profile(t_train, t_train, jnp.asarray(labels), valid))
+  np.testing.assert_array_equal(out[2], D.knn(jnp.asarray(train), jnp.asarray(train), jnp.asarray(labels), 3,
+                                              query_idx=idx))
+  # the case distinguishes the arguments: another window / no self-exclusion would decode differently
+  t4 = D.profile_position(prof, table, valid, 4)
+  assert not np.array_equal(D.profile(t4, t_train, jnp.asarray(labels), valid), out[1])
+  assert not np.array_equal(out[2], D.knn(jnp.asarray(train), jnp.asarray(train), jnp.asarray(labels), 3))
