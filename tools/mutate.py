@@ -55,8 +55,8 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
 RATCHET: dict[str, float] = {"metrics": 85.0}
 
 
-def _setup_cfg(pkg: str, covered_only: bool = True) -> str:
-  modules, tests = SCOPES[pkg]
+def _setup_cfg(pkg: str, covered_only: bool = True, tests: list[str] | None = None) -> str:
+  modules, tests = SCOPES[pkg][0], tests or SCOPES[pkg][1]
   lines = ["[mutmut]", f"source_paths = jaxml/{pkg}/", "only_mutate ="]
   lines += [f"    {m}" for m in modules]
   lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
@@ -104,6 +104,7 @@ def main() -> int:
                   help="stop `mutmut run` after this many seconds (SIGINT; results so far are kept)")
   ap.add_argument("--unchecked-only", action="store_true",
                   help="with --keep and globs: run only the mutants without a result yet")
+  ap.add_argument("--tests", nargs="+", default=None, help="guarding tests instead of the scope's (a narrower run)")
   ap.add_argument("--check", action="store_true", help="fail below the recorded ratchet")
   args = ap.parse_intermixed_args()
   work = Path(args.workdir or ROOT / "runs" / "mutate" / args.pkg).resolve()
@@ -115,7 +116,7 @@ def main() -> int:
     shutil.copytree(ROOT / "jaxml", work / "jaxml", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
   # Resuming: the mutants exist already, so skip the coverage pass that only filters their creation.
-  (work / "setup.cfg").write_text(_setup_cfg(args.pkg, covered_only=not resumed))
+  (work / "setup.cfg").write_text(_setup_cfg(args.pkg, covered_only=not resumed, tests=args.tests))
   shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
   env = dict(os.environ, PYTHONPATH=str(work))
   nice = ["nice", "-n", "10"] if shutil.which("nice") else []
@@ -128,12 +129,18 @@ def main() -> int:
   if args.max_children:
     cmd += ["--max-children", str(args.max_children)]
   if names or not args.mutants:
-    proc = subprocess.Popen(cmd, cwd=work, env=env)
+    # Own process group, SIGINT handled (a background shell starts children with SIGINT ignored).
+    proc = subprocess.Popen(cmd, cwd=work, env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
       proc.wait(timeout=args.time_limit)
     except subprocess.TimeoutExpired:
       proc.send_signal(signal.SIGINT)   # mutmut stops its workers; every finished mutant is already saved
-      proc.wait()
+      try:
+        proc.wait(timeout=20)
+      except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # unfinished mutants stay "not checked"
+        proc.wait()
   counts = tally(work, args.mutants)
   score = _score(counts)
   print(f"mutmut {args.pkg}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
