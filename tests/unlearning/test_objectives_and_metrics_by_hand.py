@@ -206,3 +206,35 @@ def test_divergences_match_the_softmax_kl_and_js():
   empty = evaluate.divergences(out, ref, task._replace(forget_idx=np.arange(0)))
   assert np.isnan(empty["KL_f"]) and np.isnan(empty["JS_f"])
   assert all(np.isfinite(empty[k]) for k in ("KL_r", "JS_r", "KL_t", "JS_t"))   # the empty set skips only itself
+
+
+def test_divergences_are_float64_stable_and_finite_at_zero_probabilities():
+  """float32 logits are evaluated in float64 (KL of nearly equal outputs is a cancellation), rows are
+  shifted by their own max (logits of ±400 neither overflow nor vanish), and a class with ~0
+  probability keeps the divergences finite."""
+  rng = np.random.default_rng(2)
+  ref_test = rng.normal(size=(4, 3)).astype(np.float32)
+  out_test = (ref_test + 1e-3 * rng.normal(size=(4, 3))).astype(np.float32)
+  big = np.array([[400.0, 399.0, 398.0], [-400.0, -401.0, -399.5]])          # rows of very different scale
+  zero = np.array([[0.0, 45.0, -45.0], [1.0, -45.0, 44.0]])                  # ~0 and ~1 probabilities
+  out = evaluate.Outputs(np.concatenate([big, zero]), np.zeros((4, 1)), out_test, np.zeros((4, 1)))
+  ref = evaluate.Outputs(np.concatenate([big[::-1], zero[::-1]]), np.zeros((4, 1)), ref_test, np.zeros((4, 1)))
+  task = _task([0] * 4, [0, 1], [2, 3], [0] * 4, None)
+  res = evaluate.divergences(out, ref, task)
+  assert all(np.isfinite(v) for v in res.values())
+  p, q = softmax(out_test.astype(np.float64), -1), softmax(ref_test.astype(np.float64), -1)
+  assert res["KL_t"] == pytest.approx(np.mean(np.sum(q * np.log(q / p), -1)), rel=1e-6)
+  for name, rows in (("r", [0, 1]), ("f", [2, 3])):
+    a, b = softmax(out.logits_train[rows], -1), softmax(ref.logits_train[rows], -1)
+    assert res[f"KL_{name}"] == pytest.approx(np.mean(np.sum(b * (np.log(b + 1e-12) - np.log(a + 1e-12)), -1)),
+                                              rel=1e-6)
+
+
+def test_metrics_are_deterministic_when_members_are_subsampled():
+  rng = np.random.default_rng(3)
+  y, y_test = rng.integers(0, 3, 30), rng.integers(0, 3, 6)               # |D_r| = 26 > |D_t| = 6
+  out = evaluate.Outputs(rng.normal(size=(30, 3)) + 2.0 * np.eye(3)[y], np.zeros((30, 1)), rng.normal(size=(6, 3)),
+                         np.zeros((6, 1)))
+  task = _task(y, np.arange(4, 30), np.arange(4), y_test, None)
+  first = evaluate.unlearning_metrics(out, task)
+  assert all(evaluate.unlearning_metrics(out, task)["MIA"] == first["MIA"] for _ in range(5))
