@@ -11,9 +11,10 @@ from blackjax.util import generate_gaussian_noise
 
 from jaxml.smile import baselines
 
-_SCALE = {"a": jnp.array([0.5, 2.0, 1.5]), "b": jnp.array([[1.0, 0.3], [4.0, 0.8]])}
-_POS = {"a": jnp.array([0.3, -1.2, 2.0]), "b": jnp.array([[0.5, 1.5], [-0.7, 0.1]])}
-_MB = {"shift": jnp.array(0.25)}
+# numpy at import time (no XLA client before mutmut's fork server forks its workers); float32 like JAX.
+_SCALE = {"a": np.array([0.5, 2.0, 1.5], np.float32), "b": np.array([[1.0, 0.3], [4.0, 0.8]], np.float32)}
+_POS = {"a": np.array([0.3, -1.2, 2.0], np.float32), "b": np.array([[0.5, 1.5], [-0.7, 0.1]], np.float32)}
+_MB = {"shift": np.float32(0.25)}
 
 
 def _logdensity(theta, mb):
@@ -52,7 +53,7 @@ def test_sgld_step_is_the_overdamped_euler_update(hyper):
   _close(kern.position(new), want)
   np.testing.assert_allclose(new["step_size"], eps)
   _check_info(info, _logdensity(_POS, _MB), eps)
-  bad = dict(_POS, b=_POS["b"].at[1, 0].set(jnp.inf))
+  bad = dict(_POS, b=jnp.asarray(_POS["b"]).at[1, 0].set(jnp.inf))
   _, info = kern.step(key, dict(state, position=bad), _MB, jnp.asarray(7))
   assert bool(info["nonfinite"])
 
@@ -124,7 +125,7 @@ def test_sghmc_init_and_step_are_the_momentum_euler_update(hyper):
   np.testing.assert_allclose(new["logdensity"], _logdensity(_POS, _MB), rtol=1e-6)
   np.testing.assert_allclose(new["step_size"], eps)
   _check_info(info, _logdensity(_POS, _MB), eps)
-  bad = dict(_POS, a=_POS["a"].at[0].set(jnp.nan))
+  bad = dict(_POS, a=jnp.asarray(_POS["a"]).at[0].set(jnp.nan))
   _, info = kern.step(key, dict(state, position=bad), _MB, jnp.asarray(2))
   assert bool(info["nonfinite"])
 

@@ -14,8 +14,10 @@ from jaxml.unlearning.task import UnlearningTask
 
 B, M, D, C, B_REF = 3, 2, 5, 4, 6
 _RNG = np.random.default_rng(7)
-_W = jnp.asarray(_RNG.normal(size=(D, D)), jnp.float32)
-_BIAS = jnp.asarray(_RNG.normal(size=D), jnp.float32)
+# numpy at import time: mutmut's fork server imports this module, and a JAX array made before the fork
+# would start XLA's thread pool in the parent (forked workers then hang).
+_W = _RNG.normal(size=(D, D)).astype(np.float32)
+_BIAS = _RNG.normal(size=D).astype(np.float32)
 
 
 def _t(z: jax.Array) -> jax.Array:
