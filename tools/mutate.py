@@ -51,11 +51,10 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
                   "tests/eviprobe/test_probe.py::test_dissonance_cases"]),
 }
 
-# Minimum scores (%) measured so far (docs/results/tests.md); `--check` fails below them. For eviprobe and
-# sol the number is over the mutants checked so far, for unlearning over `evaluate.py` (its `losses.py`
-# is not measured yet): a full run counts every mutant.
-RATCHET: dict[str, float] = {"metrics": 85.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 90.0,
-                             "unlearning": 94.0}
+# Minimum scores (%) measured so far (docs/results/tests.md); `--check` fails below them. For eviprobe, sol
+# and unlearning the number is over the mutants checked so far (some are unchecked); a full run counts all.
+RATCHET: dict[str, float] = {"metrics": 85.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 91.0,
+                             "unlearning": 96.5}
 
 
 def _setup_cfg(pkg: str, covered_only: bool = True, tests: list[str] | None = None) -> str:
