@@ -17,8 +17,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
   return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def test_gaussian_rows_soft_and_hard():
-  c, sigma = 7, 1.3
+@pytest.mark.parametrize("sigma", [1.3, 1.0, 0.4])    # σ ≤ 1 rank (the ranks protocol uses 1) stays soft
+def test_gaussian_rows_soft_and_hard(sigma):
+  c = 7
   centres = np.array([0.3, 4.0, 6.7])
   j = np.arange(c)
   logits = -((j[None, :] - centres[:, None]) ** 2) / (2 * sigma**2)
