@@ -21,7 +21,6 @@ from jaxml import core, smile  # noqa: E402
 from jaxml.data import iterators, offline  # noqa: E402
 
 PROTOCOLS = ("smile", "standard", "auto", "tfds")
-SMILE_ONLY = ("airfoil", "bikesharing")       # sets with only the 70/10/20 splits (1-3)
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
 
 
@@ -79,9 +78,9 @@ def plan(config) -> Plan:
     datasets, given = tuple(s.datasets), tuple(int(i) for i in s.splits)
     for d in datasets:
       # auto: the 20-split protocol where a set has it; the smile-only sets use their splits 1-3 for 0-2.
-      protocols[d] = s.protocol if s.protocol != "auto" else "smile" if d in SMILE_ONLY else "standard"
+      protocols[d] = s.protocol if s.protocol != "auto" else "smile" if d in offline.UCI_SMILE_ONLY else "standard"
       allowed = offline.UCI_SMILE_DATASETS if protocols[d] == "smile" else tuple(
-          x for x in offline.UCI_DATASETS if x not in SMILE_ONLY)
+          x for x in offline.UCI_DATASETS if x not in offline.UCI_SMILE_ONLY)
       common.validate_dataset(d, allowed, f"dataset for protocol {protocols[d]!r}")
       splits[d] = tuple(i + 1 for i in given) if s.protocol == "auto" and protocols[d] == "smile" else given
       budget[d] = float(s.budget_epochs_override.get(d, s.budget_epochs))

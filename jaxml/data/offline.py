@@ -17,7 +17,8 @@ import numpy as np
 
 from jaxml.data import verify
 
-__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS", "load_uci",
+__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS",
+           "UCI_SMILE_ONLY", "load_uci",
            "ORDINAL_DATASETS", "ORDINAL_TARGETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
            "load_digits", "load_mnist1d", "check_name"]
 
@@ -89,6 +90,7 @@ def _standardise(train: np.ndarray, *others: np.ndarray) -> tuple[list[np.ndarra
 UCI_DATASETS = ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
                 "wine-quality-red", "yacht", "airfoil", "bikesharing")
 UCI_SMILE_DATASETS = ("airfoil", "energy", "bikesharing")
+UCI_SMILE_ONLY = ("airfoil", "bikesharing")     # no 20-split PBP protocol, only the 70/10/20 splits 1-3
 _UCI_COLUMNS = {"airfoil": (list(range(0, 5)), 5), "bikesharing": (list(range(1, 12)), 12)}
 
 
@@ -130,7 +132,7 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
       raise ValueError(f"smile-protocol split must be 1, 2 or 3, got {split}")
     idx = {part: _indices(base, *folder, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
   elif protocol == "standard":
-    if name in ("airfoil", "bikesharing"):
+    if name in UCI_SMILE_ONLY:
       raise ValueError(f"{name} has only the smile protocol splits (protocol='smile', split 1..3)")
     if not own or (base / "n_splits.txt").exists():
       n_splits = int(np.loadtxt(_file(base, *folder, "n_splits.txt")))
