@@ -8,6 +8,8 @@ partition and every refresh):
   flagged    [N]     whether an instance was ever flagged as noisy,
   embeddings [N, d]  training embeddings at the last refresh (k-NN decoding),
   t_train    [N]     boundary-corrected training positions at the last refresh (profile decoder),
+  log_prior  [C]     log label frequencies of the current labels (posterior_median decoder),
+  kappa      ()      the posterior's concentration fitted at the last refresh (`decoders.fit_kappa`),
   decoder    ()      index into DECODERS of the decoder relabelling last used,
   refreshes  ()      number of refreshes done.
 SOL batches are {"x": [2B, ...], "idx": [2B] int32} (B bases then their B references); the
@@ -119,6 +121,7 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
   net = _net(s, "gol" if learnable else "embed")
   c, sigma, tau = int(s["num_classes"]), float(s["sigma"]), int(s["tau"])
   table = L.gaussian_table(c, sigma)
+  order_tables = L.order_prob_tables(table, tau)   # constants of the step: ranks are integers
 
   def init(rng: jax.Array, batch: core.Batch) -> core.Params:
     return net.init(rng, jnp.asarray(batch["x"]))["params"]
@@ -134,10 +137,9 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     else:
       pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
                              replacement=s["pair_sampler"] == "replacement")
-    dist = L.gaussian_rows(ranks, c, sigma)
-    probs = L.order_probs(dist[pairs.base], dist[pairs.ref], tau)
-    l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base],
-                                   ranks[pairs.ref], probs, float(s["margin"]), pairs.valid)
+    rb, rr = ranks[pairs.base], ranks[pairs.ref]
+    probs = tuple(t[rb, rr] for t in order_tables)   # = L.order_probs of the pairs' Gaussian rows
+    l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], rb, rr, probs, float(s["margin"]), pairs.valid)
     l_d = L.discriminative_loss(prof, ranks, int(s["neighbourhood"])).mean()
     loss = float(s["w_so"]) * l_so + float(s["w_d"]) * l_d
     aux = {"l_so": l_so, "l_d": l_d, "pairs": pairs.valid.sum()}
@@ -181,8 +183,8 @@ def _decode_table(s: Mapping[str, Any]) -> jax.Array:
 def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol") -> Callable:
   """Jitted refresh(params, extra, x_train, x_val, y_val, relabel) -> (extra, stats).
 
-  Embeds the training set, recomputes the stochastic centroids, the valid-rank mask and the
-  training positions; if `relabel` (a traced bool), decodes the training set with the relabelling
+  Embeds the training set, recomputes the stochastic centroids, the valid-rank mask, the
+  training positions, the label prior and the posterior's κ; if `relabel` (a traced bool), decodes the training set with the relabelling
   decoder (`relabel_decoder`; "auto": the one with the lowest MAE on the noisy validation labels),
   refines the labels (spec §2.6) and recomputes the centroids with them (spec §2.1).
   """
@@ -195,16 +197,16 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
   def geometry(e, labels):
     cent = L.soft_centroids(e, L.gaussian_rows(labels, c, sigma))
     valid = jnp.zeros((c,), bool).at[labels].set(True)
-    t_train = D.profile_position(D.masked_profile(e, cent, table, valid), table, valid, window)
-    return cent, valid, t_train
+    logp = D.log_prior(labels, c)
+    return {"centroids": cent, "valid": valid,
+            "t_train": D.profile_position(D.masked_profile(e, cent, table, valid), table, valid, window),
+            "log_prior": logp, "kappa": D.fit_kappa(D.masked_dists(e, cent, valid), labels, logp)}
 
   @jax.jit
   def refresh(params, extra, x_train, x_val, y_val, relabel):
     e = embed(params, x_train)
     labels = extra["labels"]
-    cent, valid, t_train = geometry(e, labels)
-    new = {**extra, "centroids": cent, "valid": valid, "embeddings": e, "t_train": t_train,
-           "refreshes": extra["refreshes"] + 1}
+    new = {**extra, **geometry(e, labels), "embeddings": e, "refreshes": extra["refreshes"] + 1}
 
     def do_relabel(new):
       if fixed == "auto":
@@ -215,8 +217,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
       n = labels.shape[0]
       pred = _decode_chunks(lambda rows: D.decode_all(e[rows], new, table, k=k, window=window, query_idx=rows), n)
       ref = refine_labels(pred[choice], labels, eta=float(s["eta"]), step_rule=s["relabel_step"])
-      cent2, valid2, t2 = geometry(e, ref.labels)
-      return ({**new, "labels": ref.labels, "centroids": cent2, "valid": valid2, "t_train": t2,
+      return ({**new, **geometry(e, ref.labels), "labels": ref.labels,
                "flagged": new["flagged"] | ref.flagged, "decoder": choice},
               {"flagged": ref.flagged.sum(), "changed": (ref.labels != labels).sum(), "shift": ref.step})
 
@@ -237,7 +238,8 @@ def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: n
   n, c, d = labels.shape[0], int(s["num_classes"]), int(s["embed_dim"])
   extra = {"centroids": jnp.zeros((c, d), jnp.float32), "labels": labels, "valid": jnp.zeros((c,), bool),
            "flagged": jnp.zeros((n,), jnp.bool_), "embeddings": jnp.zeros((n, d), jnp.float32),
-           "t_train": jnp.zeros((n,), jnp.float32), "decoder": jnp.zeros((), jnp.int32),
+           "t_train": jnp.zeros((n,), jnp.float32), "log_prior": jnp.zeros((c,), jnp.float32),
+           "kappa": jnp.zeros((), jnp.float32), "decoder": jnp.zeros((), jnp.int32),
            "refreshes": jnp.zeros((), jnp.int32)}
   extra, _ = refresh(params, extra, jnp.asarray(x_train), jnp.asarray(x_val), jnp.asarray(y_val, jnp.int32),
                      jnp.asarray(False))
@@ -250,7 +252,7 @@ def _sol_decode(s: Mapping[str, Any], learnable: bool) -> Callable:
 
   @jax.jit
   def decode(params, extra, x):
-    """[3, B]: expectation, profile, knn (module `decoders`)."""
+    """[len(DECODERS), B], rows in DECODERS order (module `decoders`)."""
     out = net.apply({"params": params}, x)
     if learnable:
       extra = {**extra, "centroids": out["centroids"]}

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["gaussian_rows", "gaussian_table", "soft_centroids", "sq_dists", "expected_profile",
-           "order_masks", "order_probs", "discriminative_loss", "order_violations",
+           "order_masks", "order_probs", "order_prob_tables", "discriminative_loss", "order_violations",
            "stochastic_order_loss", "Pairs", "sample_pairs", "center_loss"]
 
 _EPS = 1e-12
@@ -99,6 +99,16 @@ def order_probs(p_base: jax.Array, p_ref: jax.Array, tau: int) -> tuple[jax.Arra
   p_lt = jnp.sum((p_base @ less) * p_ref, -1)
   total = p_base.sum(-1) * p_ref.sum(-1)
   return p_gt, p_lt, total - p_gt - p_lt                     # the masks partition the grid
+
+
+def order_prob_tables(table: jax.Array, tau: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """`order_probs` for every pair of integer ranks: three [C, C] tables T[r_i, r_k].
+
+  With p_i = Q[r_i] (rows of `table`), P_>(i, k) = Σ_{a,c} Q[r_i, a] Q[r_k, c] M[a, c] = (Q M Qᵀ)[r_i, r_k];
+  the step looks the pair probabilities up instead of forming [P, C] rows and products.
+  """
+  greater, less, similar = order_masks(table.shape[-1], tau)
+  return tuple(table @ m @ table.T for m in (greater, less, similar))
 
 
 def discriminative_loss(profile: jax.Array, ranks: jax.Array, neighbourhood: int = 1) -> jax.Array:

@@ -232,14 +232,19 @@ def test_decode_all_passes_window_and_query_idx_through():
   valid = jnp.ones(c, bool)
   prof = D.masked_profile(jnp.asarray(train), cent, table, valid)
   t_train = D.profile_position(prof, table, valid, 2)
+  logp = D.log_prior(jnp.asarray(labels), c)
   extra = {"centroids": cent, "valid": valid, "embeddings": jnp.asarray(train), "labels": jnp.asarray(labels),
-           "t_train": t_train}
+           "t_train": t_train, "log_prior": logp, "kappa": jnp.asarray(3.0)}
   idx = jnp.arange(n)
   out = np.asarray(D.decode_all(jnp.asarray(train), extra, table, k=3, window=2, query_idx=idx))
   np.testing.assert_array_equal(out[0], D.expectation(prof))
   np.testing.assert_array_equal(out[1], D.profile(t_train, t_train, jnp.asarray(labels), valid))
   np.testing.assert_array_equal(out[2], D.knn(jnp.asarray(train), jnp.asarray(train), jnp.asarray(labels), 3,
                                               query_idx=idx))
+  np.testing.assert_array_equal(out[3], D.knn_median(jnp.asarray(train), jnp.asarray(train), jnp.asarray(labels), 3,
+                                                     query_idx=idx))
+  np.testing.assert_array_equal(out[4], D.posterior_median(D.masked_dists(jnp.asarray(train), cent, valid), logp,
+                                                           jnp.asarray(3.0)))
   # the case distinguishes the arguments: another window / no self-exclusion would decode differently
   t4 = D.profile_position(prof, table, valid, 4)
   assert not np.array_equal(D.profile(t4, t_train, jnp.asarray(labels), valid), out[1])

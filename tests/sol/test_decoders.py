@@ -70,12 +70,74 @@ def test_decode_all_rows_follow_DECODERS():
   e, ranks, cent, table = _arc(10, per_rank=6)
   valid = jnp.ones(10, bool)
   t = D.profile_position(D.masked_profile(e, cent, table, valid), table, valid)
-  extra = {"centroids": cent, "valid": valid, "embeddings": e, "labels": ranks, "t_train": t}
+  logp = D.log_prior(ranks, 10)
+  extra = {"centroids": cent, "valid": valid, "embeddings": e, "labels": ranks, "t_train": t,
+           "log_prior": logp, "kappa": D.fit_kappa(D.masked_dists(e, cent, valid), ranks, logp)}
   out = np.asarray(D.decode_all(e[::6], extra, table, k=5, window=4))
-  assert out.shape == (3, 10) and D.DECODERS == ("expectation", "profile", "knn")
+  assert out.shape == (5, 10) and D.DECODERS == ("expectation", "profile", "knn", "knn_median", "posterior_median")
   np.testing.assert_array_equal(out[1], np.arange(10))       # profile: exact
   np.testing.assert_array_equal(out[2], np.arange(10))       # 5-NN inside a rank's 6 copies: exact
+  np.testing.assert_array_equal(out[3], np.arange(10))       # their median too
+  np.testing.assert_array_equal(out[4], np.arange(10))       # posterior median: no edge bias on clean labels
   assert out[0][1] == 0                                      # expectation: edge bias
+
+
+def test_knn_median_differs_from_the_mean_on_a_skewed_boundary_case():
+  """Neighbour labels 0, 0, 0, 5, 9 (noise clipped at 0 piles labels there): median 0, mean 2.8 -> 3."""
+  train = jnp.asarray([[1.0, 0.0], [0.99, 0.14], [0.98, 0.2], [0.9, 0.44], [0.8, 0.6], [0.0, 1.0]])
+  train = train / jnp.linalg.norm(train, axis=-1, keepdims=True)
+  labels = jnp.asarray([0, 0, 0, 5, 9, 30])
+  q = jnp.asarray([[1.0, 0.0]])
+  assert int(D.knn(q, train, labels, 5)[0]) == 3
+  assert int(D.knn_median(q, train, labels, 5)[0]) == 0
+  # even k: labels 0, 0, 0, 5 -> lower median 0; k = 2 of (0, 0, 0, 5, 9) without the query row 0 -> (0, 0)
+  assert int(D.knn_median(q, train, labels, 4)[0]) == 0
+  # k = 5 without self (query = row 3, label 5): neighbours 4 (9), 2 (0), 1 (0), 0 (0), 5 (30) -> median 0
+  got = D.knn_median(train[3:4], train, labels, 5, query_idx=jnp.asarray([3]))
+  assert int(got[0]) == 0 and got.dtype == jnp.int32
+  # lower median of an even count: (1, 2, 3, 7) -> 2 (any of 2..3 minimises Σ|y − r|; the lower one is kept)
+  np.testing.assert_array_equal(D.knn_median(q, train, jnp.asarray([7, 2, 3, 1, 40, 50]), 4), [2])
+
+
+def test_posterior_median_is_the_prior_median_under_flat_distances():
+  """d constant: p(l | e) = π_l. π = (.5, .1, .1, .1, .2): median 0 (P(r ≤ 0) = ½), mean 1.4;
+  π = (.4, .1, .1, .1, .3): median 1, mean 1.8 -> 2 when rounded."""
+  prof = jnp.zeros((1, 5))
+  for pri, want in (([.5, .1, .1, .1, .2], 0), ([.4, .1, .1, .1, .3], 1)):
+    got = D.posterior_median(prof, jnp.log(jnp.asarray(pri)), jnp.asarray(2.0))
+    assert int(got[0]) == want and got.dtype == jnp.int32
+  # masked ranks (prior −inf, distance +inf) carry no mass and are never returned
+  logp = jnp.log(jnp.asarray([0.0, 0.3, 0.0, 0.2, 0.5]))          # ranks 0 and 2 absent
+  prof = jnp.asarray([[jnp.inf, 0.0, jnp.inf, 0.0, 0.0]])
+  np.testing.assert_allclose(D.posterior(prof, logp, jnp.asarray(1.0))[0], [0, .3, 0, .2, .5], atol=1e-6)
+  assert int(D.posterior_median(prof, logp, jnp.asarray(1.0))[0]) == 3
+
+
+def test_posterior_median_follows_the_distances_when_the_prior_is_flat():
+  """κ d_l = −log w_l with a flat prior gives p = w / Σ w: w = (1, 1, 6, 1, 1) -> median 2;
+  w = (6, 1, 1, 1, 1) -> median 0 while the mean is 1.0."""
+  for w, want in (([1., 1., 6., 1., 1.], 2), ([6., 1., 1., 1., 1.], 0)):
+    kappa = 2.0
+    prof = -jnp.log(jnp.asarray([w])) / kappa
+    p = D.posterior(prof, jnp.zeros(5), jnp.asarray(kappa))
+    np.testing.assert_allclose(p[0], np.asarray(w) / sum(w), rtol=1e-5)
+    assert int(D.posterior_median(prof, jnp.zeros(5), jnp.asarray(kappa))[0]) == want
+
+
+def test_fit_kappa_recovers_the_concentration_of_labels_drawn_from_the_model():
+  rng = np.random.default_rng(0)
+  n, c, kappa = 4000, 6, 3.0
+  prof = rng.uniform(0.0, 1.0, size=(n, c)).astype(np.float32)
+  pri = np.asarray([.4, .2, .1, .1, .1, .1])
+  logits = -kappa * prof + np.log(pri)
+  p = np.exp(logits - logits.max(-1, keepdims=True))
+  p /= p.sum(-1, keepdims=True)
+  labels = jnp.asarray((p.cumsum(-1) > rng.uniform(size=(n, 1))).argmax(-1))
+  got = float(D.fit_kappa(jnp.asarray(prof), labels, jnp.log(jnp.asarray(pri, jnp.float32)), max_rows=n))
+  assert abs(got - kappa) < 0.3
+  # labels independent of the profile: κ goes to (near) 0 from any start
+  flat = jnp.asarray(rng.choice(c, n, p=pri))
+  assert float(D.fit_kappa(jnp.asarray(prof), flat, jnp.log(jnp.asarray(pri, jnp.float32)), max_rows=n)) < 0.3
 
 
 def test_baseline_decoding_rules_by_hand():

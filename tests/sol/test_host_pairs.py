@@ -142,7 +142,7 @@ def test_label_book_keeps_the_sort_order_and_batches_carry_host_pairs():
   assert sol.host_pair_count(sol.sol_settings({"pair_pool": 100})) == 0
 
 
-@pytest.mark.parametrize("fixed", [None, "expectation", "knn"])
+@pytest.mark.parametrize("fixed", [None, "expectation", "knn", "knn_median", "posterior_median"])
 def test_relabelling_uses_the_validation_chosen_decoder(fixed):
   """The relabel refresh decodes the training set with the decoder of lowest noisy-validation MAE
   ("auto") or the named one, and refines the labels with that decoder's predictions."""
@@ -167,6 +167,10 @@ def test_relabelling_uses_the_validation_chosen_decoder(fixed):
   ref = refine_labels(train_pred[want], jnp.asarray(noisy), eta=0.9, step_rule="round_mean")
   np.testing.assert_array_equal(new["labels"], ref.labels)
   assert int(stats["changed"]) == int(np.sum(np.asarray(ref.labels) != noisy))
+  # the posterior decoder's prior and κ follow the refined labels
+  np.testing.assert_allclose(new["log_prior"], D.log_prior(ref.labels, c))
+  dists = D.masked_dists(new["embeddings"], new["centroids"], new["valid"])
+  np.testing.assert_allclose(new["kappa"], D.fit_kappa(dists, ref.labels, D.log_prior(ref.labels, c)), rtol=1e-4)
 
 
 def _references_loop(labels, base_idx, tau, rng):

@@ -24,6 +24,21 @@ def test_order_probabilities_sum_to_one(tau):
   assert np.all(np.asarray(pg) >= 0) and np.all(np.asarray(pl) >= 0)
 
 
+@pytest.mark.parametrize("sigma,tau", [(1.0, 1), (1.0, 3), (0.0, 1)])
+def test_order_prob_tables_equal_order_probs_of_every_rank_pair(sigma, tau):
+  """The step's lookup T[r_i, r_k] equals `order_probs` of the two ranks' Gaussian rows."""
+  c = 12
+  table = L.gaussian_table(c, sigma)
+  ri, rk = (a.ravel() for a in np.meshgrid(np.arange(c), np.arange(c), indexing="ij"))
+  want = L.order_probs(L.gaussian_rows(ri, c, sigma), L.gaussian_rows(rk, c, sigma), tau)
+  for t, w in zip(L.order_prob_tables(table, tau), want):
+    np.testing.assert_allclose(t[ri, rk], w, atol=1e-6)
+  gt, lt, sim = L.order_prob_tables(table, tau)
+  if sigma == 0.0:   # one-hot rows: the masks themselves
+    np.testing.assert_array_equal(gt, L.order_masks(c, tau)[0])
+  assert float(gt[c - 1, 0]) > 0.99 and float(lt[0, c - 1]) > 0.99 and float(sim[4, 4]) > 0.5
+
+
 def test_gaussian_rows_are_distributions_and_peak_at_centre():
   p = L.gaussian_rows(jnp.arange(C), C, 1.0)
   np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-6)
