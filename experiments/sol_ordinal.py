@@ -171,7 +171,7 @@ def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, s
   wins = 0
   for ds in datasets:
     base = [m for m in methods if m in sol.BASELINES and table[(ds, m)]]
-    if not table[(ds, target)] or not base:
+    if not table.get((ds, target)) or not base:   # a run without the target (e.g. baselines only)
       continue
     best = min(base, key=lambda m: np.mean(list(table[(ds, m)].values())))
     splits = sorted(set(table[(ds, target)]) & set(table[(ds, best)]))

@@ -121,6 +121,14 @@ def test_experiment_smoke_writes_results(experiment, tmp_path):
   assert [r["metrics"]["mae"] for r in again] == [r["metrics"]["mae"] for r in rows]
 
 
+def test_summary_of_a_run_without_sol_lists_the_baselines_and_compares_nothing(experiment):
+  rows = [{"method": m, "dataset": "abalone/gaussian:0.1", "split": p, "metrics": {"mae": v + p}}
+          for m, v in (("l1", 1.0), ("corn", 0.5)) for p in range(3)]
+  summary, text = experiment.summarise(rows, "gaussian:0.1")
+  assert summary["datasets"] == {} and summary["wins"] == 0
+  assert "| corn | 1.500 ± 0.816 |" in text and "| l1 | 2.000 ± 0.816 |" in text
+
+
 def test_unknown_names_rejected(experiment):
   from configs import sol_ordinal as cfgmod
   with pytest.raises(ValueError, match="unknown method"):
