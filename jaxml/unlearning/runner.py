@@ -25,7 +25,7 @@ from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
-           "mean_collision", "compare"]
+           "mean_collision", "OVERLAP_K", "knn_other_side", "representation_overlap", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
@@ -144,6 +144,38 @@ def mean_collision(model, params: Any, task: UnlearningTask,
           "mean_is_forget_class": hit}
 
 
+# Neighbours per row in `representation_overlap`.
+OVERLAP_K = 10
+
+
+def knn_other_side(z: np.ndarray, side: np.ndarray, k: int, *, chunk: int = 1024) -> np.ndarray:
+  """[N] bool: whether a row has, among its k nearest other rows (Euclidean), one with the other `side`."""
+  z = np.asarray(z, np.float64)
+  sq = (z * z).sum(1)
+  hit = np.zeros(z.shape[0], bool)
+  for i in range(0, z.shape[0], chunk):
+    d = sq[i:i + chunk, None] + sq[None, :] - 2.0 * z[i:i + chunk] @ z.T
+    d[np.arange(d.shape[0]), np.arange(i, i + d.shape[0])] = np.inf       # not its own neighbour
+    nn = np.argpartition(d, k - 1, axis=1)[:, :k]
+    hit[i:i + chunk] = (side[nn] != side[i:i + chunk, None]).any(axis=1)
+  return hit
+
+
+def representation_overlap(model, params: Any, task: UnlearningTask, cache: MutableMapping[Hashable, Any] | None = None,
+                           *, k: int = OVERLAP_K, chunk: int = 1024) -> dict[str, float]:
+  """How entangled D_f is with D_r in the original representation z (where T acts): % of retained
+  training rows with a forget row among their k nearest training rows (Euclidean in z, self
+  excluded), and % of forget rows with a retained row among theirs (nan without forget rows)."""
+  if not task.forget_idx.size or not task.retain_idx.size:
+    return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
+  z = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train)
+  is_f = np.zeros(z.shape[0], bool)
+  is_f[task.forget_idx] = True
+  hit = knn_other_side(z, is_f, k, chunk=chunk)
+  return {"retain_knn_forget": 100.0 * float(hit[task.retain_idx].mean()),
+          "forget_knn_retain": 100.0 * float(hit[task.forget_idx].mean())}
+
+
 def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], model, orig: RunOutput,
             task: UnlearningTask, *, seed: int, representation_checks: bool = True,
             cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
@@ -151,7 +183,8 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
   """Retrain and every method of `methods` from the original model's run `orig` on one forget split.
   Returns (method, metrics, cost) for "original", "retrain" and each applicable method: unlearning
   metrics, forget accuracy FA, Avg. Gap and KL / JS to Retrain, the collision check of the mean
-  target (plus `ru_*` for RU's own target), optional representation checks; cost = wall / steady
+  target (plus `ru_*` for RU's own target), the forget/retain overlap of z (`representation_overlap`),
+  optional representation checks; cost = wall / steady
   seconds, steps and their ratios to Retrain (rte, rte_wall). A diverged method gets metrics
   {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in)."""
   out: list[tuple[str, dict[str, float], dict[str, float]]] = []
@@ -159,7 +192,7 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
                   train_config=train_config)
   out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
   ref = ev.unlearning_metrics(out_rt, task)
-  coll = mean_collision(model, orig.params, task, cache)
+  coll = mean_collision(model, orig.params, task, cache) | representation_overlap(model, orig.params, task, cache)
   if task.forget_classes:
     coll["forget_class"] = float(task.forget_classes[0])
 
