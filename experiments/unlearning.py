@@ -8,6 +8,7 @@ class is forgotten in turn (cells 'dataset/class/<c>'); `paper_summary.md` gives
 the forget accuracy per class next to the head's class at the mean (`jaxml.unlearning.report`).
 """
 
+import json
 import os
 import time
 from typing import Any
@@ -222,6 +223,37 @@ def run(config, workdir: str) -> list[dict]:
   if jax.process_index() == 0:
     common.write_json(os.path.join(workdir, "tuning.json"), tuning)
     write_reports(rows, workdir, methods, paper_table=p["paper_table"])
+  return rows
+
+
+def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> list[dict]:
+  """One report over several runs (e.g. a class sweep split into jobs by class): the rows of each
+  workdir's results.json (or rows.partial.json when the run did not finish), concatenated, written
+  to `out`/results.json (wall_s = the sum over finished runs; `unfinished` lists the others) with every report. A (cell, method, seed) in two runs is an error.
+
+    python -c "from experiments import unlearning as u; u.merge_runs(['runs/a', 'runs/b'], 'runs/ab')"
+  """
+  rows, wall, seen, unfinished = [], 0.0, set(), []
+  for w in workdirs:
+    path = os.path.join(w, "results.json")
+    if not os.path.exists(path):
+      path = os.path.join(w, PARTIAL_ROWS)
+      unfinished.append(w)
+    with open(path) as f:
+      res = json.load(f)
+    for r in res["rows"]:
+      key = (r["dataset"], r["method"], r["seed"])
+      if key in seen:
+        raise ValueError(f"{key} is in more than one of {workdirs}")
+      seen.add(key)
+    rows += res["rows"]
+    wall += float(res.get("wall_s", 0.0))
+  methods = list(dict.fromkeys(r["method"] for r in rows))
+  methods = ["original", "retrain"] + [m for m in methods if m not in ("original", "retrain")]
+  os.makedirs(out, exist_ok=True)
+  common.write_json(os.path.join(out, "results.json"), {"experiment": "unlearning", "rows": rows, "wall_s": wall,
+                                                        "merged_from": list(workdirs), "unfinished": unfinished})
+  write_reports(rows, out, methods, paper_table=paper_table)
   return rows
 
 

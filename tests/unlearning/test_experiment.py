@@ -162,3 +162,17 @@ def test_a_crash_after_the_runs_keeps_their_rows(tmp_path, monkeypatch):
     rows = json.load(f)["rows"]
   assert {(r["dataset"], r["method"]) for r in rows} == {
       (f"digits/class/{c}", m) for c in (0, 1) for m in ("original", "retrain", "ru")}
+
+
+def test_merge_runs_joins_class_subsets(tmp_path):
+  rows = exp.synthetic_rows(["original", "retrain", "ru"], paper_table=True)
+  a, b, out = (str(tmp_path / n) for n in ("a", "b", "out"))
+  common.write_json(os.path.join(a, "results.json"), {"rows": [r for r in rows if r["dataset"].endswith("/0")],
+                                                      "wall_s": 2.0})
+  os.makedirs(b)   # an unfinished run: only its partial rows
+  common.write_json(os.path.join(b, exp.PARTIAL_ROWS), {"rows": [r for r in rows if r["dataset"].endswith("/1")]})
+  merged = exp.merge_runs([a, b], out)
+  assert sorted(map(json.dumps, merged)) == sorted(map(json.dumps, json.loads(json.dumps(rows))))
+  assert "| digits | classes met | 0 | 1 |" in open(os.path.join(out, "paper_summary.md")).read()
+  with pytest.raises(ValueError, match="more than one"):
+    exp.merge_runs([a, a], out)
