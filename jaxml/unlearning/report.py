@@ -93,7 +93,8 @@ def sweep_series(rows: list[dict], dataset: str, methods) -> tuple[list[int], li
 
 def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
   """Per dataset of the sweep: forget accuracy of every method for every forgotten class (mean over
-  seeds), with argmax / max-probability of h(mean z) and means over colliding and other classes."""
+  seeds), with argmax / max-probability of h(mean z), the forget/retain overlap of z (when recorded)
+  and means over colliding and other classes."""
   out = []
   for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
     cs = [c for c in sweep_cells(rows) if c.startswith(ds + "/")]
@@ -104,6 +105,10 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
     arg, pm = _per_cell(rows, cs, "original", "head_mean_argmax"), _per_cell(rows, cs, "original", "head_mean_pmax")
     hit = _per_cell(rows, cs, "original", "mean_is_forget_class")
     out.append("| argmax h(mean z) (p) | " + " | ".join(f"{a:.0f} ({q:.2f})" for a, q in zip(arg, pm)) + " | | | |")
+    near = _per_cell(rows, cs, "original", "retain_knn_forget")
+    if not all(np.isnan(near)):   # runs from before `runner.representation_overlap` lack it
+      out.append("| D_r rows with a D_f row among their z-neighbours (%) | " + " | ".join(f"{v:.1f}" for v in near)
+                 + f" | {np.nanmean(near):.1f} | | |")
     for m in methods:
       fa = _per_cell(rows, cs, m, "FA")
       if all(np.isnan(fa)):
