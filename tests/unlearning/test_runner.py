@@ -53,3 +53,29 @@ def test_representation_overlap_in_percent():
   hit = runner.knn_other_side(z, side, 3)
   assert out["retain_knn_forget"] == 100.0 * hit[task.retain_idx].mean()
   assert out["forget_knn_retain"] == 100.0 * hit[task.forget_idx].mean()
+
+
+def test_knn_any_by_hand():
+  ref = np.array([[0.0], [1.0], [5.0], [6.0]])
+  mask = np.array([False, False, True, False])
+  q = np.array([[0.2], [4.6], [5.8]])
+  np.testing.assert_array_equal(runner.knn_any(q, ref, mask, 1, chunk=2), [False, True, False])
+  np.testing.assert_array_equal(runner.knn_any(q, ref, mask, 2), [False, True, True])
+
+
+def test_retained_flips_counts_rows_by_hand():
+  from jaxml.unlearning import evaluate as ev
+  from jaxml.unlearning.task import UnlearningTask
+  # Train z: class 0 at 0 and 1, class 2 (forgotten) at 10, class 1 at 20. Test: class 0 at 0.1 and 9
+  # (nearest train row: the forget row), class 1 at 20 and 21, class 2 (forgotten, not counted) at 10.
+  x_tr, y_tr = np.zeros((4, 1), np.float32), np.array([0, 0, 2, 1])
+  y_te = np.array([0, 0, 1, 1, 2])
+  task = UnlearningTask(x_tr, y_tr, np.array([0, 1, 3]), np.array([2]), np.zeros((5, 1), np.float32), y_te, 3, (2,),
+                        y_te == 2, y_tr)
+  z_tr, z_te = np.array([[0.0], [1.0], [10.0], [20.0]]), np.array([[0.1], [9.0], [20.0], [21.0], [10.0]])
+  onehot = lambda p: np.eye(3)[p]  # noqa: E731
+  orig = ev.Outputs(onehot(y_tr), z_tr, onehot([0, 0, 1, 2, 2]), z_te)          # right on 3 of 4 retained rows
+  new = ev.Outputs(onehot(y_tr), z_tr, onehot([0, 1, 0, 1, 0]), z_te)           # breaks rows 1, 2; fixes row 3
+  out = runner.retained_flips(orig, new, task, mean_class=1.0, k=1)
+  assert out == {"flip_r": 50.0, "fix_r": 25.0, "flip_to_mean_cls": 50.0, "flip_near_forget": 50.0,
+                 "near_forget_r": 25.0}
