@@ -229,7 +229,8 @@ def run(config, workdir: str) -> list[dict]:
 def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> list[dict]:
   """One report over several runs (e.g. a class sweep split into jobs by class): the rows of each
   workdir's results.json (or rows.partial.json when the run did not finish), concatenated, written
-  to `out`/results.json (wall_s = the sum over finished runs; `unfinished` lists the others) with every report. A (cell, method, seed) in two runs is an error.
+  to `out`/results.json (wall_s = the sum over finished runs; `unfinished` lists the others) with
+  every report. A (cell, method, seed) in two runs is an error.
 
     python -c "from experiments import unlearning as u; u.merge_runs(['runs/a', 'runs/b'], 'runs/ab')"
   """
@@ -283,7 +284,7 @@ def synthetic_rows(methods: list[str], *, paper_table: bool) -> list[dict]:
   rows = []
   for i, c in enumerate((0, 1) if paper_table else (None,)):
     coll = {"head_mean_argmax": 1.0, "head_mean_pmax": 0.5, "forget_class": float(c or 0),
-            "mean_is_forget_class": float(c == 1)}
+            "mean_is_forget_class": float(c == 1), "retain_knn_forget": 5.0}
     for j, m in enumerate(methods):
       metrics = {k: float(10 * i + j) for k in keys} | coll
       cost = {k: 1.0 + j for k in ("rte", "rte_wall", "steady_s", "wall_s", "steps")}
