@@ -6,9 +6,12 @@
       --workdir=runs/unlearning_digits_class
   # the paper's table: every class forgotten in turn, the authors' fixed settings (one dataset per job):
   python -m experiments.unlearning --config=configs/unlearning.py:paper_cpu:datasets=digits --workdir=runs/ul_paper_digits
-  # the deeper encoder (1-D CNN on mnist1d; one 60-epoch training ~200 s on 2 CPU cores, so two classes):
-  python -m experiments.unlearning --config=configs/unlearning.py:paper_cpu:datasets=mnist1d,methods=ru+ru_uniform+ru_zs \
-      --config.model.arch=cnn1d --config.max_wall_s=0 "--config.class_sweep=(0,4)" --workdir=runs/ul_paper_cnn1d
+  # the deeper encoder (1-D CNN on mnist1d; one 60-epoch training ~15 s on 2 CPU cores, its steps unrolled),
+  # five classes per job, then one report (experiments.unlearning.merge_runs); no GKT (its fori_loop through
+  # the CNN is XLA:CPU's slow path, est. ~15 min per class):
+  python -m experiments.unlearning \
+      --config=configs/unlearning.py:paper_cpu:datasets=mnist1d,methods=finetune+sisa+scrub+unsir+bad_teacher+boundary_shrink+ru+ru_uniform+emmn+ru_zs \
+      --config.model.arch=cnn1d "--config.class_sweep=(0,1,2,3,4)" --workdir=runs/ul_paper_cnn1d_a
   # accelerator only (needs CIFAR-10 prepared for tfds.data_source in --config.data_dir):
   python -m experiments.unlearning --config=configs/unlearning.py:paper --workdir=runs/unlearning_paper
 

@@ -8,6 +8,7 @@ class is forgotten in turn (cells 'dataset/class/<c>'); `paper_summary.md` gives
 the forget accuracy per class next to the head's class at the mean (`jaxml.unlearning.report`).
 """
 
+import json
 import os
 import time
 from typing import Any
@@ -31,6 +32,9 @@ from jaxml.unlearning.task import UnlearningTask  # noqa: E402
 DATASETS = ("digits", "mnist1d", "cifar10")
 REGIMES = ul_report.REGIMES
 METHODS = tuple(m for m in runner.METHODS if m not in ("retrain", "original"))
+# The rows of every finished forget split, rewritten after each one (results.json, written by the
+# launcher once the run returns, holds the same rows plus wall time and environment).
+PARTIAL_ROWS = "rows.partial.json"
 
 
 def plan(config) -> dict:
@@ -51,7 +55,9 @@ def plan(config) -> dict:
        "max_wall_s": float(config.max_wall_s),
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
                         "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
-                        "steps_per_dispatch": int(config.steps_per_dispatch)},
+                        "steps_per_dispatch": int(config.steps_per_dispatch),
+                        # XLA:CPU runs convolutions inside a rolled scan ~20x slower: unroll (api.UnrolledSteps)
+                        "unroll": config.model.arch == "cnn1d"},
        "settings": {m: settings(config, m) for m in ("original", "retrain", *runner.RU_METHODS,
                                                       *config.baselines.keys())}}
   core.make_optimizer(p["train_config"]["optim"])
@@ -178,6 +184,9 @@ def _style(method: str) -> dict:
 
 def run(config, workdir: str) -> list[dict]:
   p = plan(config)
+  methods = ["original", "retrain", *config.methods]
+  check_reports(methods, paper_table=p["paper_table"])
+  partial = os.path.join(workdir, PARTIAL_ROWS)
   rows: list[dict] = []
   tuning: dict[str, Any] = {}
   caches: dict[Any, dict] = {}   # compiled steps, shared by every cell and seed with the same model
@@ -209,22 +218,94 @@ def run(config, workdir: str) -> list[dict]:
                                             cache=cache, train_config=p["train_config"])
           rows += run_cell_seed(config, p, cell if c is None else f"{cell}/{c}", task, model, chosen, seed, cache,
                                 orig=origs.get(seed))
+          if jax.process_index() == 0:   # every finished split on disk: a crash or kill later keeps them
+            common.write_json(partial, {"experiment": "unlearning", "rows": rows})
   if jax.process_index() == 0:
     common.write_json(os.path.join(workdir, "tuning.json"), tuning)
-    methods = ["original", "retrain", *config.methods]
-    with open(os.path.join(workdir, "summary.md"), "w") as f:
-      f.write(report.method_cell_table(rows, ul_report.cells(rows), methods, ul_report.COLUMNS, ul_report.LABELS))
-    fig = report.scatter_cells(rows, cells=ul_report.cells(rows), x=("cost", "rte", 100.0),
-                               y=("metrics", "avg_gap", 1.0), style=_style, labels=ul_report.LABELS,
-                               skip=("original", "retrain"), log_x=True, vline=5.0,
-                               xlabel="run time / Retrain run time (%, steady, log)",
-                               ylabel="Avg. Gap to Retrain (lower is better)")
-    common.save_plot(fig, workdir, "avg_gap_vs_rte.png")
-    if p["paper_table"]:
-      with open(os.path.join(workdir, "paper_summary.md"), "w") as f:
-        f.write(paper_summary(rows, methods))
-      common.save_plot(sweep_plot(rows), workdir, "forget_acc_sweep.png")
+    write_reports(rows, workdir, methods, paper_table=p["paper_table"])
   return rows
+
+
+def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> list[dict]:
+  """One report over several runs (e.g. a class sweep split into jobs by class): the rows of each
+  workdir's results.json (or rows.partial.json when the run did not finish), concatenated, written
+  to `out`/results.json (wall_s = the sum over finished runs; `unfinished` lists the others) with
+  every report. A (cell, method, seed) in two runs is an error.
+
+    python -c "from experiments import unlearning as u; u.merge_runs(['runs/a', 'runs/b'], 'runs/ab')"
+  """
+  rows, wall, seen, unfinished = [], 0.0, set(), []
+  for w in workdirs:
+    path = os.path.join(w, "results.json")
+    if not os.path.exists(path):
+      path = os.path.join(w, PARTIAL_ROWS)
+      unfinished.append(w)
+    with open(path) as f:
+      res = json.load(f)
+    for r in res["rows"]:
+      key = (r["dataset"], r["method"], r["seed"])
+      if key in seen:
+        raise ValueError(f"{key} is in more than one of {workdirs}")
+      seen.add(key)
+    rows += res["rows"]
+    wall += float(res.get("wall_s", 0.0))
+  methods = list(dict.fromkeys(r["method"] for r in rows))
+  methods = ["original", "retrain"] + [m for m in methods if m not in ("original", "retrain")]
+  os.makedirs(out, exist_ok=True)
+  common.write_json(os.path.join(out, "results.json"), {"experiment": "unlearning", "rows": rows, "wall_s": wall,
+                                                        "merged_from": list(workdirs), "unfinished": unfinished})
+  write_reports(rows, out, methods, paper_table=paper_table)
+  return rows
+
+
+def write_reports(rows: list[dict], workdir: str, methods: list[str], *, paper_table: bool) -> None:
+  """summary.md and avg_gap_vs_rte.png; with `paper_table` also paper_summary.md and forget_acc_sweep.png."""
+  with open(os.path.join(workdir, "summary.md"), "w") as f:
+    f.write(report.method_cell_table(rows, ul_report.cells(rows), methods, ul_report.COLUMNS, ul_report.LABELS))
+  common.save_plot(_gap_plot(rows), workdir, "avg_gap_vs_rte.png")
+  if paper_table:
+    with open(os.path.join(workdir, "paper_summary.md"), "w") as f:
+      f.write(paper_summary(rows, methods))
+    common.save_plot(sweep_plot(rows), workdir, "forget_acc_sweep.png")
+
+
+def _gap_plot(rows: list[dict]):
+  return report.scatter_cells(rows, cells=ul_report.cells(rows), x=("cost", "rte", 100.0),
+                              y=("metrics", "avg_gap", 1.0), style=_style, labels=ul_report.LABELS,
+                              skip=("original", "retrain"), log_x=True, vline=5.0,
+                              xlabel="run time / Retrain run time (%, steady, log)",
+                              ylabel="Avg. Gap to Retrain (lower is better)")
+
+
+def synthetic_rows(methods: list[str], *, paper_table: bool) -> list[dict]:
+  """Rows with every reported metric and cost key (two forgotten classes when `paper_table`), for
+  rendering the reports before any training (`check_reports`)."""
+  keys = {c[0] for c in ul_report.COLUMNS + ul_report.PAPER_COLUMNS}
+  rows = []
+  for i, c in enumerate((0, 1) if paper_table else (None,)):
+    coll = {"head_mean_argmax": 1.0, "head_mean_pmax": 0.5, "forget_class": float(c or 0),
+            "mean_is_forget_class": float(c == 1), "retain_knn_forget": 5.0}
+    for j, m in enumerate(methods):
+      metrics = {k: float(10 * i + j) for k in keys} | coll
+      cost = {k: 1.0 + j for k in ("rte", "rte_wall", "steady_s", "wall_s", "steps")}
+      rows.append(common.row(method=m, dataset="digits/class" + ("" if c is None else f"/{c}"), seed=0,
+                             metrics={k: v for k, v in metrics.items() if k not in ("rte", "rte_wall", "steady_s")},
+                             cost=cost))
+  return rows
+
+
+def check_reports(methods: list[str], *, paper_table: bool) -> None:
+  """Renders every report of a run from synthetic rows, so a broken report fails in seconds, before
+  training, not after it (a run that crashed there lost its results.json)."""
+  import matplotlib.pyplot as plt
+  rows = synthetic_rows(methods, paper_table=paper_table)
+  report.method_cell_table(rows, ul_report.cells(rows), methods, ul_report.COLUMNS, ul_report.LABELS)
+  figs = [_gap_plot(rows)]
+  if paper_table:
+    paper_summary(rows, methods)
+    figs.append(sweep_plot(rows))
+  for fig in figs:
+    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- the paper's table and the sweep

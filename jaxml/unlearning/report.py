@@ -91,9 +91,17 @@ def sweep_series(rows: list[dict], dataset: str, methods) -> tuple[list[int], li
   return [int(c.split("/")[2]) for c in cs], hit, {m: v for m, v in fa.items() if not all(np.isnan(v))}
 
 
+def _argmax_cell(rows: list[dict], cell: str) -> str:
+  """The head's class at the mean z over the seeds of a cell: one class, or each seed's ('4/4/1')."""
+  a = [int(r["metrics"]["head_mean_argmax"]) for r in sorted(rows, key=lambda r: r["seed"])
+       if r["dataset"] == cell and r["method"] == "original" and "head_mean_argmax" in r["metrics"]]
+  return "-" if not a else str(a[0]) if len(set(a)) == 1 else "/".join(map(str, a))
+
+
 def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
   """Per dataset of the sweep: forget accuracy of every method for every forgotten class (mean over
-  seeds), with argmax / max-probability of h(mean z) and means over colliding and other classes."""
+  seeds), with argmax / max-probability of h(mean z), the forget/retain overlap of z (when recorded)
+  and means over colliding and other classes."""
   out = []
   for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
     cs = [c for c in sweep_cells(rows) if c.startswith(ds + "/")]
@@ -101,9 +109,14 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
     out += [f"\n### {ds}: forget accuracy (%) per forgotten class, mean over seeds\n",
             "| method | " + " | ".join(classes) + " | mean | colliding cl. | other cl. |",
             "|---" * (len(classes) + 4) + "|"]
-    arg, pm = _per_cell(rows, cs, "original", "head_mean_argmax"), _per_cell(rows, cs, "original", "head_mean_pmax")
+    pm = _per_cell(rows, cs, "original", "head_mean_pmax")
     hit = _per_cell(rows, cs, "original", "mean_is_forget_class")
-    out.append("| argmax h(mean z) (p) | " + " | ".join(f"{a:.0f} ({q:.2f})" for a, q in zip(arg, pm)) + " | | | |")
+    out.append("| argmax h(mean z) (p) | " + " | ".join(f"{_argmax_cell(rows, c)} ({q:.2f})" for c, q in zip(cs, pm))
+               + " | | | |")
+    near = _per_cell(rows, cs, "original", "retain_knn_forget")
+    if not all(np.isnan(near)):   # runs from before `runner.representation_overlap` lack it
+      out.append("| D_r rows with a D_f row among their z-neighbours (%) | " + " | ".join(f"{v:.1f}" for v in near)
+                 + f" | {np.nanmean(near):.1f} | | |")
     for m in methods:
       fa = _per_cell(rows, cs, m, "FA")
       if all(np.isnan(fa)):

@@ -25,7 +25,7 @@ from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
-           "mean_collision", "compare"]
+           "mean_collision", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
@@ -144,6 +144,72 @@ def mean_collision(model, params: Any, task: UnlearningTask,
           "mean_is_forget_class": hit}
 
 
+# Neighbours per row in `representation_overlap`.
+OVERLAP_K = 10
+
+
+def knn_other_side(z: np.ndarray, side: np.ndarray, k: int, *, chunk: int = 1024) -> np.ndarray:
+  """[N] bool: whether a row has, among its k nearest other rows (Euclidean), one with the other `side`."""
+  z = np.asarray(z, np.float64)
+  sq = (z * z).sum(1)
+  hit = np.zeros(z.shape[0], bool)
+  for i in range(0, z.shape[0], chunk):
+    d = sq[i:i + chunk, None] + sq[None, :] - 2.0 * z[i:i + chunk] @ z.T
+    d[np.arange(d.shape[0]), np.arange(i, i + d.shape[0])] = np.inf       # not its own neighbour
+    nn = np.argpartition(d, k - 1, axis=1)[:, :k]
+    hit[i:i + chunk] = (side[nn] != side[i:i + chunk, None]).any(axis=1)
+  return hit
+
+
+def knn_any(query: np.ndarray, ref: np.ndarray, ref_mask: np.ndarray, k: int, *, chunk: int = 1024) -> np.ndarray:
+  """[Q] bool: whether any of a query row's k nearest `ref` rows (Euclidean) has `ref_mask` set."""
+  q, ref = np.asarray(query, np.float64), np.asarray(ref, np.float64)
+  sq = (ref * ref).sum(1)
+  out = np.zeros(q.shape[0], bool)
+  for i in range(0, q.shape[0], chunk):
+    d = sq[None, :] - 2.0 * q[i:i + chunk] @ ref.T                           # + |q|^2, the same per row
+    out[i:i + chunk] = ref_mask[np.argpartition(d, k - 1, axis=1)[:, :k]].any(axis=1)
+  return out
+
+
+def retained_flips(orig: ev.Outputs, out: ev.Outputs, task: UnlearningTask, mean_class: float, *,
+                   k: int = OVERLAP_K) -> dict[str, float]:
+  """Where a method loses retained-class test accuracy (class forgetting): `flip_r` = % of the
+  retained-class test rows that the original classifies right and the method wrong (`fix_r`: the
+  reverse); of those flipped rows, % now predicted as the head's class at the mean representation
+  (`flip_to_mean_cls`: rows dragged toward RU's target) and % with a forget row among their k nearest
+  training rows in the original z (`flip_near_forget`; `near_forget_r` = the same % over all
+  retained-class test rows, the base rate). Empty without forgotten classes."""
+  mask = task.test_forget_mask
+  if mask is None or not mask.any() or not task.forget_idx.size:
+    return {}
+  r = ~mask
+  y = np.asarray(task.y_test)[r]
+  p0, p1 = np.argmax(orig.logits_test[r], -1), np.argmax(out.logits_test[r], -1)
+  flip, fix = (p0 == y) & (p1 != y), (p0 != y) & (p1 == y)
+  is_f = np.zeros(orig.feats_train.shape[0], bool)
+  is_f[task.forget_idx] = True
+  near = knn_any(orig.feats_test[r], orig.feats_train, is_f, k)
+  pct = lambda a, b: 100.0 * float(a.sum()) / float(b.sum()) if b.any() else float("nan")  # noqa: E731
+  return {"flip_r": pct(flip, r[r]), "fix_r": pct(fix, r[r]), "flip_to_mean_cls": pct(flip & (p1 == mean_class), flip),
+          "flip_near_forget": pct(flip & near, flip), "near_forget_r": pct(near, r[r])}
+
+
+def representation_overlap(model, params: Any, task: UnlearningTask, cache: MutableMapping[Hashable, Any] | None = None,
+                           *, k: int = OVERLAP_K, chunk: int = 1024) -> dict[str, float]:
+  """How entangled D_f is with D_r in the original representation z (where T acts): % of retained
+  training rows with a forget row among their k nearest training rows (Euclidean in z, self
+  excluded), and % of forget rows with a retained row among theirs (nan without forget rows)."""
+  if not task.forget_idx.size or not task.retain_idx.size:
+    return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
+  z = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train)
+  is_f = np.zeros(z.shape[0], bool)
+  is_f[task.forget_idx] = True
+  hit = knn_other_side(z, is_f, k, chunk=chunk)
+  return {"retain_knn_forget": 100.0 * float(hit[task.retain_idx].mean()),
+          "forget_knn_retain": 100.0 * float(hit[task.forget_idx].mean())}
+
+
 def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], model, orig: RunOutput,
             task: UnlearningTask, *, seed: int, representation_checks: bool = True,
             cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
@@ -151,7 +217,9 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
   """Retrain and every method of `methods` from the original model's run `orig` on one forget split.
   Returns (method, metrics, cost) for "original", "retrain" and each applicable method: unlearning
   metrics, forget accuracy FA, Avg. Gap and KL / JS to Retrain, the collision check of the mean
-  target (plus `ru_*` for RU's own target), optional representation checks; cost = wall / steady
+  target (plus `ru_*` for RU's own target), the forget/retain overlap of z (`representation_overlap`)
+  and where retained-class test accuracy is lost (`retained_flips`),
+  optional representation checks; cost = wall / steady
   seconds, steps and their ratios to Retrain (rte, rte_wall). A diverged method gets metrics
   {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in)."""
   out: list[tuple[str, dict[str, float], dict[str, float]]] = []
@@ -159,7 +227,7 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
                   train_config=train_config)
   out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
   ref = ev.unlearning_metrics(out_rt, task)
-  coll = mean_collision(model, orig.params, task, cache)
+  coll = mean_collision(model, orig.params, task, cache) | representation_overlap(model, orig.params, task, cache)
   if task.forget_classes:
     coll["forget_class"] = float(task.forget_classes[0])
 
@@ -170,6 +238,7 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
     m |= coll
     m |= {f"ru_{k}": v for k, v in (run.info or {}).items()}
     m |= ev.divergences(outputs, out_rt, task)
+    m |= retained_flips(out_orig, outputs, task, coll["head_mean_argmax"])
     if representation_checks:
       m |= ev.representation_checks(outputs, out_orig, task, seed=seed)
     cost = {"wall_s": run.wall_s, "steady_s": run.steady_s, "steps": run.num_steps,

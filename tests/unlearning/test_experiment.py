@@ -101,3 +101,78 @@ def test_cnn1d_encoder_feeds_the_linear_head():
   assert model_lib.head_kernel(params).shape == (10, config.model.features[-1])
   with pytest.raises(ValueError, match="mnist1d"):
     exp.make_model(config, "digits", 10)
+
+
+def _tiny_cnn_config(methods: str = "ru+ru_uniform"):
+  config = unlearning_config.get_config(f"paper_cpu:datasets=mnist1d,methods={methods}")
+  config.model.arch = "cnn1d"
+  config.class_sweep = (0, 4)
+  config.max_wall_s = 0.0
+  config.data.limit_train = 320
+  config.train.epochs = 1.0
+  config.ru.update(min_steps=3)
+  config.ru_uniform.update(min_steps=3)
+  config.representation_checks = False
+  return config
+
+
+@pytest.mark.slow
+def test_cnn1d_sweep_writes_every_report_and_its_rows(tmp_path):
+  # The deeper-encoder sweep end to end at toy size: the run that once crashed in its reports after
+  # every split had finished, losing results.json. Rows round-trip through JSON, the partial rows
+  # file holds them all, and the paper summary carries the must-reach table.
+  rows = exp.run(_tiny_cnn_config(), str(tmp_path))
+  _check_results(rows, str(tmp_path), ("ru", "ru_uniform"))
+  assert {r["dataset"] for r in rows} == {"mnist1d/class/0", "mnist1d/class/4"}
+  with open(os.path.join(str(tmp_path), exp.PARTIAL_ROWS)) as f:
+    assert json.load(f)["rows"] == json.loads(json.dumps(rows))
+  summary = open(os.path.join(str(tmp_path), "paper_summary.md")).read()
+  assert "### Must reach" in summary and "| mnist1d | classes met | 0 | 4 |" in summary
+  # The original model and Retrain of a CNN train unrolled, one step per dispatch (api.UnrolledSteps).
+  assert all(r["cost"]["steps"] == 3 for r in rows if r["method"] in ("ru", "ru_uniform"))
+
+
+def test_a_broken_report_fails_before_training(tmp_path, monkeypatch):
+  # A report that cannot be rendered (here: a missing function, as when the package and the
+  # experiment came from different checkouts) must fail in the plan, before any model is trained.
+  from jaxml.unlearning import report as ul_report
+  monkeypatch.delattr(ul_report, "must_reach_table")
+  trained = []
+  monkeypatch.setattr(exp.runner, "run_method", lambda *a, **k: trained.append(a) or 1 / 0)
+  with pytest.raises(AttributeError, match="must_reach_table"):
+    exp.run(_tiny_cnn_config(), str(tmp_path))
+  assert not trained and not os.path.exists(os.path.join(str(tmp_path), exp.PARTIAL_ROWS))
+
+
+def test_a_crash_after_the_runs_keeps_their_rows(tmp_path, monkeypatch):
+  config = unlearning_config.get_config("paper_cpu:datasets=digits,methods=ru")
+  config.class_sweep = (0, 1)
+  config.data.limit_train = 320
+  config.train.epochs = 1.0
+  config.ru.update(min_steps=3)
+  config.representation_checks = False
+
+  def boom(*a, **k):
+    raise RuntimeError("disk full")
+
+  monkeypatch.setattr(exp, "write_reports", boom)
+  with pytest.raises(RuntimeError, match="disk full"):
+    exp.run(config, str(tmp_path))
+  with open(os.path.join(str(tmp_path), exp.PARTIAL_ROWS)) as f:
+    rows = json.load(f)["rows"]
+  assert {(r["dataset"], r["method"]) for r in rows} == {
+      (f"digits/class/{c}", m) for c in (0, 1) for m in ("original", "retrain", "ru")}
+
+
+def test_merge_runs_joins_class_subsets(tmp_path):
+  rows = exp.synthetic_rows(["original", "retrain", "ru"], paper_table=True)
+  a, b, out = (str(tmp_path / n) for n in ("a", "b", "out"))
+  common.write_json(os.path.join(a, "results.json"), {"rows": [r for r in rows if r["dataset"].endswith("/0")],
+                                                      "wall_s": 2.0})
+  os.makedirs(b)   # an unfinished run: only its partial rows
+  common.write_json(os.path.join(b, exp.PARTIAL_ROWS), {"rows": [r for r in rows if r["dataset"].endswith("/1")]})
+  merged = exp.merge_runs([a, b], out)
+  assert sorted(map(json.dumps, merged)) == sorted(map(json.dumps, json.loads(json.dumps(rows))))
+  assert "| digits | classes met | 0 | 1 |" in open(os.path.join(out, "paper_summary.md")).read()
+  with pytest.raises(ValueError, match="more than one"):
+    exp.merge_runs([a, a], out)

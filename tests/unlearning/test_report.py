@@ -37,6 +37,17 @@ def test_forget_acc_table_splits_colliding_and_other_classes():
   assert [c.strip() for c in ru.split("|")[1:-1]] == ["RU (ours)", "1.0", "61.0", "1.0", "21.0", "61.0", "1.0"]
   assert any(line.startswith("| argmax h(mean z) (p) | 2 (0.70)") for line in lines)
   assert not any("GKT" in line for line in lines)
+  assert not any("z-neighbours" in line for line in lines)     # rows without the overlap: no such row
+  # Seeds whose heads disagree on the class at the mean are listed per seed, not averaged into a class.
+  rows = _sweep_rows() + [_row("d/class/0", "original", 1, head_mean_argmax=7.0, head_mean_pmax=0.5,
+                               mean_is_forget_class=0.0, FA=100.0)]
+  arg = next(line for line in report.forget_acc_tables(rows, ["ru"]).splitlines() if line.startswith("| argmax"))
+  assert [c.strip() for c in arg.split("|")[2:5]] == ["2/7 (0.60)", "2 (0.70)", "2 (0.70)"]
+  rows = [r | {"metrics": r["metrics"] | {"retain_knn_forget": 10.0 * i}} if r["method"] == "original" else r
+          for i, r in enumerate(_sweep_rows())]
+  near = next(line for line in report.forget_acc_tables(rows, ["ru"]).splitlines() if "z-neighbours" in line)
+  # original rows of classes 10, 2, 0 are rows 0, 3, 6 -> 0, 30, 60; in class order 0, 2, 10: 60, 30, 0
+  assert [c.strip() for c in near.split("|")[2:6]] == ["60.0", "30.0", "0.0", "30.0"]
 
 
 def test_must_reach_checks_forget_gap_to_retrain_and_accuracy_gaps_to_original():

@@ -5,6 +5,8 @@ import numpy as np
 
 from jaxml import unlearning
 from jaxml.unlearning import model as model_lib
+from jaxml.unlearning import runner
+from tests.unlearning import helpers
 from tests.unlearning.helpers import gaussian_task
 
 MODEL = model_lib.MLPClassifier(3, (16, 8))
@@ -30,3 +32,50 @@ def test_run_method_one_signature_and_a_grid_compiles_once():
   unlearning.run_method("neggrad_plus", {"epochs": 0.5, "alpha": 0.5, "lr": 1e-2}, MODEL, orig.params, task, seed=0,
                         cache=cache)
   assert len(cache) == n_trainers
+
+
+def test_knn_other_side_by_hand():
+  # 1-D points 0, 1.1, 2 | 10, 11.5 with the third one forgotten; k = 1: row 1's nearest is row 2
+  # (0.9 < 1.1) and row 2's is row 1, so exactly those two have a neighbour on the other side.
+  z = np.array([[0.0], [1.1], [2.0], [10.0], [11.5]])
+  side = np.array([False, False, True, False, False])
+  for chunk in (2, 1024):   # chunks offset the self-exclusion
+    np.testing.assert_array_equal(runner.knn_other_side(z, side, 1, chunk=chunk), [False, True, True, False, False])
+  # k = 2: row 0's neighbours are rows 1 and 2 -> hit; row 3's are rows 4 and 2 -> hit; row 4's are 3 and 2 -> hit.
+  np.testing.assert_array_equal(runner.knn_other_side(z, side, 2, chunk=2), [True, True, True, True, True])
+
+
+def test_representation_overlap_in_percent():
+  task, params = helpers.trained_original()
+  out = runner.representation_overlap(helpers.MODEL, params, task, k=3)
+  z = np.asarray(helpers.MODEL.apply({"params": params}, task.x_train, method=lambda m, x: m.encoder(x)))
+  side = np.isin(np.arange(task.x_train.shape[0]), task.forget_idx)
+  hit = runner.knn_other_side(z, side, 3)
+  assert out["retain_knn_forget"] == 100.0 * hit[task.retain_idx].mean()
+  assert out["forget_knn_retain"] == 100.0 * hit[task.forget_idx].mean()
+
+
+def test_knn_any_by_hand():
+  ref = np.array([[0.0], [1.0], [5.0], [6.0]])
+  mask = np.array([False, False, True, False])
+  q = np.array([[0.2], [4.6], [5.8]])
+  np.testing.assert_array_equal(runner.knn_any(q, ref, mask, 1, chunk=2), [False, True, False])
+  np.testing.assert_array_equal(runner.knn_any(q, ref, mask, 2), [False, True, True])
+
+
+def test_retained_flips_counts_rows_by_hand():
+  from jaxml.unlearning import evaluate as ev
+  from jaxml.unlearning.task import UnlearningTask
+  # Train z: class 0 at 0 and 1, class 2 (forgotten) at 10, class 1 at 20. Test: class 0 at 0.1 and 9
+  # (nearest train row: the forget row), class 1 at 20 and 21, class 2 (forgotten, not counted) at 10.
+  x_tr, y_tr = np.zeros((4, 1), np.float32), np.array([0, 0, 2, 1])
+  y_te = np.array([0, 0, 1, 1, 2])
+  task = UnlearningTask(x_tr, y_tr, np.array([0, 1, 3]), np.array([2]), np.zeros((5, 1), np.float32), y_te, 3, (2,),
+                        y_te == 2, y_tr)
+  z_tr, z_te = np.array([[0.0], [1.0], [10.0], [20.0]]), np.array([[0.1], [9.0], [20.0], [21.0], [10.0]])
+  onehot = lambda p: np.eye(3)[p]  # noqa: E731
+  orig = ev.Outputs(onehot(y_tr), z_tr, onehot([0, 0, 1, 2, 2]), z_te)          # right on 3 of 4 retained rows
+  new = ev.Outputs(onehot(y_tr), z_tr, onehot([0, 1, 0, 1, 0]), z_te)           # breaks rows 1, 2; fixes row 3
+  out = runner.retained_flips(orig, new, task, mean_class=1.0, k=1)
+  assert out == {"flip_r": 50.0, "fix_r": 25.0, "flip_to_mean_cls": 50.0, "flip_near_forget": 50.0,
+                 "near_forget_r": 25.0}
