@@ -71,7 +71,7 @@ class TunerConfig(NamedTuple):
   energy_quantile: float = 0.99   # energy_quantile: the quantile q of ΔE²/d that is steered to τ
   quantile_gain: float = 0.1      # energy_quantile: Robbins–Monro gain γ₀ on log ε
   adapt_steps: int = 0            # energy_quantile: tuning steps, then ε frozen at the average (0: never)
-  resolution_ulps: float = 16.0   # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
+  resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
   divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
   nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
 
