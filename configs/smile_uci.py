@@ -37,7 +37,8 @@ UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "na
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
-# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (both tuners) beside it.
+# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (three tuners: ref, energy_var,
+# energy_quantile) beside it.
 REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
                "mclmc_native")
 REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
