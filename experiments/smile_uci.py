@@ -40,7 +40,7 @@ class Plan(NamedTuple):
 
 
 _SMILE = {"smile_naive", "smile", "psmile_naive", "psmile"}
-_ALL_SMILE = _SMILE | {"psmile_ev"}
+_ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
 # Pipeline keys by what runs: (condition on (methods, regression protocol), keys).
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
                                 "budget_epochs", "warmup_frac", "num_samples")),
@@ -50,6 +50,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
+         (lambda m, reg: "psmile_eq" in m, ("eq_step_size",)),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
          (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
          (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),

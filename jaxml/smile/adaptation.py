@@ -22,6 +22,18 @@ c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
 current batch, one extra forward pass) and steers an EMA v of ΔE²/d to the absolute target
 `target_energy_var` (MCLMC's Var[ΔE]/d criterion) with log ε ← log ε + gain·(log target − log v)/6
 (ΔE² ∝ ε⁶ for the McLachlan integrator). It has no resets; the non-finite guard stays.
+"energy_quantile" is ours too and supersedes "energy_var" on UCI (docs/results/smile.md): the same-batch
+x = ΔE²/d is far from Gaussian there (float32-rounding floor ~1e-11 while the chain is far from the
+posterior, then rare steps with x ≫ 1 that carry all of Σ x), so an EMA of x follows the tail. It is a
+Robbins–Monro quantile tracker instead: with τ = target_energy_var · F⁻¹_χ²₁(q) (the q-quantile of x
+if ΔE ~ N(0, d · target)), log ε ← log ε + γ_t (1[x ≤ τ] − q), which is stationary where
+P(x ≤ τ) = q, whatever the tail. Gain γ_t = γ₀ up to adapt_steps / 2, then γ₀ · (adapt_steps/2) / t;
+over that second half it averages log ε and at t = adapt_steps freezes ε at the average
+(adapt_steps = 0: constant gain, never frozen). A non-finite step counts as x > τ and halves ε.
+A step with x > divergence_factor · τ is a divergence: it is reverted like a reset of the "ref" rule
+(θ, ℓ, g restored, u zeroed; the preconditioner does not see its gradient), in every phase. Without
+this guard a catastrophic step (x ~ 1e10 on UCI without the r clamp) feeds its gradient into the
+preconditioner, whose scales then make the next steps catastrophic too, and ε runs to its floor.
 """
 
 from typing import Any, Callable, NamedTuple
@@ -36,7 +48,7 @@ from jax.scipy.special import ndtri
 
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
-    "adapt_step_size", "energy_var_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
+    "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
     "precond_inverse_mass", "mile_warmup",
 ]
 
@@ -52,10 +64,15 @@ class TunerConfig(NamedTuple):
   eps_min: float = 1e-8
   eps_max: float = 10.0
   eps_floor_frac: float = 0.01    # ε ≥ eps_floor_frac · ε₀  [inferred guardrail]
-  tuner: str = "ref"              # "ref" (Gamma-quantile rule) or "energy_var" (absolute target)
-  target_energy_var: float = 5e-4  # energy_var: target of E[ΔE²]/d on the same batch
+  tuner: str = "ref"              # "ref" (Gamma-quantile rule), "energy_var" or "energy_quantile" (absolute)
+  target_energy_var: float = 5e-4  # energy_var / energy_quantile: target of E[ΔE²]/d on the same batch
   energy_var_rate: float = 0.05   # energy_var: EMA rate of ΔE²/d
   energy_var_gain: float = 0.01   # energy_var: gain of the log-ε controller (per step)
+  energy_quantile: float = 0.99   # energy_quantile: the quantile q of ΔE²/d that is steered to τ
+  quantile_gain: float = 0.1      # energy_quantile: Robbins–Monro gain γ₀ on log ε
+  adapt_steps: int = 0            # energy_quantile: tuning steps, then ε frozen at the average (0: never)
+  resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
+  divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
   nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
 
 
@@ -137,6 +154,41 @@ def energy_var_update(step_size: jax.Array, energy_change: jax.Array, dim: int, 
   eps = jnp.maximum(jnp.clip(eps, cfg.eps_min, cfg.eps_max), cfg.eps_floor_frac * initial_step_size)
   new = TunerState(mean=v.astype(jnp.float32), std=state.std, t=state.t + 1)
   return eps, jax.tree.map(lambda a, b: jnp.where(nonfinite, a, b), state, new)
+
+
+def energy_quantile_threshold(cfg: TunerConfig) -> jax.Array:
+  """τ = target · F⁻¹_χ²₁(q): the q-quantile of ΔE²/d when ΔE ~ N(0, d · target_energy_var)."""
+  z = ndtri(0.5 * (1.0 + jnp.asarray(cfg.energy_quantile, jnp.float32)))
+  return cfg.target_energy_var * z ** 2
+
+
+def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: int, state: TunerState,
+                           cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array,
+                           logdensity_scale: jax.Array | float = 0.0) -> tuple[jax.Array, TunerState]:
+  """The "energy_quantile" rule: (ε, state) after one step; state.mean holds the running average of log ε
+  over the averaging half (t > adapt_steps / 2), state.std is unused, state.t counts steps from 1.
+  """
+  t = state.t
+  horizon = cfg.adapt_steps
+  half = max(horizon // 2, 1)
+  tf = t.astype(jnp.float32)
+  below = ~nonfinite & (energy_change ** 2 / dim <= energy_quantile_threshold(cfg))
+  # |ΔE| within `resolution_ulps` float32 ulps of |ℓ| is rounding, not integration error: no evidence to grow ε.
+  resolved = jnp.abs(energy_change) > cfg.resolution_ulps * 2.0 ** -23 * logdensity_scale
+  gain = cfg.quantile_gain * (jnp.minimum(1.0, half / tf) if horizon > 0 else 1.0)
+  log_eps = jnp.log(step_size) + gain * jnp.where(below, resolved * (1.0 - cfg.energy_quantile),
+                                                  -cfg.energy_quantile)
+  log_eps = jnp.where(nonfinite, jnp.log(step_size * 0.5), log_eps)
+  lo = jnp.log(jnp.maximum(cfg.eps_min, cfg.eps_floor_frac * initial_step_size))
+  log_eps = jnp.clip(log_eps, lo, jnp.log(cfg.eps_max))
+  if horizon <= 0:
+    return jnp.exp(log_eps), state._replace(t=t + 1)
+  averaging = tf > half
+  avg = jnp.where(averaging, state.mean + (log_eps - state.mean) / jnp.maximum(tf - half, 1.0), log_eps)
+  adapting = t <= horizon
+  eps = jnp.where(adapting, jnp.where(t == horizon, jnp.exp(avg), jnp.exp(log_eps)), step_size)
+  new = TunerState(mean=jnp.where(adapting, avg, state.mean).astype(jnp.float32), std=state.std, t=t + 1)
+  return eps.astype(jnp.float32), new
 
 
 class PrecondConfig(NamedTuple):

@@ -36,6 +36,7 @@ from jaxml.smile import adaptation as adapt
 __all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "smile_family", "make_integrator", "GRAD_CLIP"]
 
 GRAD_CLIP = 1e6
+TUNERS = ("ref", "energy_var", "energy_quantile")
 
 
 class SmileState(NamedTuple):
@@ -67,7 +68,7 @@ class Sampler(NamedTuple):
 
   init: Callable[..., SmileState]
   step: Callable[..., tuple[SmileState, SmileInfo]]
-  grads_per_step: int = 2         # batch gradients per step (3 with tuner="energy_var")
+  grads_per_step: int = 2         # batch gradients per step (3 with tuner="energy_var" / "energy_quantile")
 
 
 def _tree_finite(tree: Any) -> jax.Array:
@@ -139,8 +140,9 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   (or L) compiles once for the whole grid.
   """
   dynamic = precondition is None or tuned is None
-  if tuner.tuner not in ("ref", "energy_var"):
-    raise ValueError(f"tuner must be 'ref' or 'energy_var', got {tuner.tuner!r}")
+  if tuner.tuner not in TUNERS:
+    raise ValueError(f"tuner must be one of {TUNERS}, got {tuner.tuner!r}")
+  same_batch_tuner = (dynamic or tuned) and tuner.tuner in ("energy_var", "energy_quantile")
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
     target = _bind(logdensity_fn, minibatch)
@@ -173,7 +175,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     else:
       imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
     old = _ravel_state(state.integrator)
-    if (dynamic or tuned) and tuner.tuner == "energy_var":
+    if same_batch_tuner:
       # ℓ_old and g_old on the current batch (+1 batch gradient): ΔE is then the integration error
       # of one fixed potential, which MCLMC's absolute Var[ΔE]/d target is about.
       logdensity, grad = jax.value_and_grad(target)(old.position)
@@ -194,11 +196,19 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     # reference), keeps it; the step is reverted and counted either way.
     eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor)) if tuner.nonfinite_halving else eps
 
-    if (dynamic or tuned) and tuner.tuner == "energy_var":
-      reset = jnp.zeros((), bool)
+    if same_batch_tuner:
       dim = ravel_pytree(old.position)[0].shape[0]
-      eps_tuned, tun_tuned = adapt.energy_var_update(eps, energy_change, dim, state.tuner, tuner,
-                                                     state.initial_step_size, ~ok)
+      reset = jnp.zeros((), bool)
+      if tuner.tuner == "energy_quantile":   # divergence guard: revert a step with x ≫ τ
+        limit = tuner.divergence_factor * adapt.energy_quantile_threshold(tuner)
+        reset = use_tuner & ok & (abs_de ** 2 / dim > limit)
+      if tuner.tuner == "energy_var":
+        eps_tuned, tun_tuned = adapt.energy_var_update(eps, energy_change, dim, state.tuner, tuner,
+                                                       state.initial_step_size, ~ok)
+      else:
+        scale = jnp.maximum(jnp.abs(old.logdensity), jnp.abs(new.logdensity))
+        eps_tuned, tun_tuned = adapt.energy_quantile_update(eps, energy_change, dim, state.tuner, tuner,
+                                                            state.initial_step_size, ~ok, scale)
       eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
       tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
     elif dynamic or tuned:
@@ -233,7 +243,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                                       unravel(out.logdensity_grad))
     return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
 
-  return Sampler(init, step, 3 if ((dynamic or tuned) and tuner.tuner == "energy_var") else 2)
+  return Sampler(init, step, 3 if same_batch_tuner else 2)
 
 
 def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
@@ -253,7 +263,9 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     precondition: use the gradient-noise preconditioner.
     tuned: step-size tuner on; off = fixed ε (naive variants).
     **tuner: TunerConfig fields; `tuner="ref"` (default) is the authors' Gamma-quantile rule with
-      resets, `tuner="energy_var"` the absolute same-batch energy-error target (see `adaptation`).
+      resets, `tuner="energy_var"` the absolute same-batch energy-error target (EMA of ΔE²/d),
+      `tuner="energy_quantile"` the Robbins–Monro quantile tracker on the same signal; give it
+      `adapt_steps` (the warmup length) so that ε is averaged and frozen (see `adaptation`).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
   """

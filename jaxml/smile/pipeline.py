@@ -31,7 +31,7 @@ __all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "sched
            "eps_drift",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
-METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "sgld", "csgld", "sghmc",
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
            "mclmc", "mclmc_native")
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
                   "psmile": (True, True)}   # (precondition, tuned)
@@ -80,7 +80,7 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
   """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`)."""
   key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else (
-      "ev_step_size" if group == "psmile_ev" else f"{group}_step_size")
+      {"psmile_ev": "ev_step_size", "psmile_eq": "eq_step_size"}.get(group, f"{group}_step_size"))
   return tuple(float(e) for e in getattr(_c(cfg), key))
 
 
@@ -176,11 +176,12 @@ def _smile_options(cfg: Any) -> dict:
           "nonfinite_halving": bool(cfg.get("nonfinite_halving", True))}
 
 
-def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int) -> chains.ChainKernel:
+def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
   """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
 
   `psmile_ev`: tuned pSMILE with the absolute-target tuner (`tuner="energy_var"`, 3 batch gradients
-  per step) from one ε₀ (`ev_step_size`).
+  per step) from one ε₀ (`ev_step_size`). `psmile_eq`: tuned pSMILE with `tuner="energy_quantile"`
+  (3 batch gradients per step) from one ε₀ (`eq_step_size`), tuned over the `warmup_steps` and frozen.
   """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
@@ -191,6 +192,9 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int) -> chains
   if group == "psmile_ev":
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_var",
                                                    **_smile_options(cfg)))
+  if group == "psmile_eq":
+    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_quantile",
+                                                   adapt_steps=int(warmup_steps), **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":
@@ -222,7 +226,7 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
     combos = [(m, eps) for m in methods for eps in step_grid(cfg, group)]
     grads = _sg_kernel(group, logd, cfg, 1).grads_per_step
     total, warm, kept, thin = schedule(budget, grads * b, cfg.warmup_frac, int(cfg.num_samples))
-    runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total), num_chains=k * len(combos),
+    runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total, warm - warm % thin), num_chains=k * len(combos),
                                               data_size=n, batch_size=b, num_warmup=warm, num_samples=kept,
                                               thin=thin)
     plans[group] = (methods, combos, grads)

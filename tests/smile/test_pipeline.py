@@ -122,3 +122,19 @@ def test_ref_protocol_options_reach_the_samplers():
   samplers = smile.make_samplers(steps, data_size=n, budget_epochs=1)
   assert samplers.budget == 10 * 2 * 32
   assert samplers.plans["psmile_ev"][2] == 3 and samplers.plans["smile_family"][2] == 2
+
+
+def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling():
+  """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
+  constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step."""
+  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), num_samples=4, warmup_frac=0.5), _data()
+  n = len(data["y_train"])
+  samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
+  assert samplers.plans["psmile_eq"][2] == 3
+  model = smile.make_model(ml_collections.ConfigDict(cfg))
+  members = jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), 2))
+  res = samplers.runners["psmile_eq"](members, {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])},
+                                      jax.random.key(1), {"step_size": jnp.full((2,), 1e-2)})
+  warm = np.asarray(res.warmup_step_size)
+  assert np.any(warm != 1e-2)
+  np.testing.assert_array_equal(np.asarray(res.step_size), warm[-1])

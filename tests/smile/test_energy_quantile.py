@@ -1,0 +1,137 @@
+"""The `energy_quantile` step-size tuner: a Robbins–Monro quantile tracker on the same-batch ΔE²/d."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+
+from jaxml.smile import adaptation as adapt
+from jaxml.smile import chains, checks, kernel
+
+
+def test_threshold_is_the_chi2_quantile_of_the_target():
+  for q in (0.5, 0.9, 0.99):
+    cfg = adapt.TunerConfig(energy_quantile=q, target_energy_var=3e-4)
+    np.testing.assert_allclose(float(adapt.energy_quantile_threshold(cfg)), 3e-4 * stats.chi2.ppf(q, 1), rtol=1e-4)
+
+
+def _update(eps, de, t, cfg, *, nonfinite=False, scale=0.0, avg=0.0):
+  state = adapt.TunerState(jnp.float32(avg), jnp.float32(0.0), jnp.int32(t))
+  return adapt.energy_quantile_update(jnp.float32(eps), jnp.float32(de), 1, state, cfg, jnp.float32(1.0),
+                                      jnp.bool_(nonfinite), scale)
+
+
+def test_update_rule_steps_gates_and_gain():
+  cfg = adapt.TunerConfig(energy_quantile=0.9, quantile_gain=0.1, target_energy_var=1.0, adapt_steps=100)
+  tau = float(adapt.energy_quantile_threshold(cfg))
+  small, big = math.sqrt(0.5 * tau), math.sqrt(2.0 * tau)
+  np.testing.assert_allclose(_update(0.1, small, 5, cfg)[0], 0.1 * math.exp(0.1 * 0.1), rtol=1e-5)     # grow γ(1−q)
+  np.testing.assert_allclose(_update(0.1, big, 5, cfg)[0], 0.1 * math.exp(-0.1 * 0.9), rtol=1e-5)      # shrink γq
+  # |ΔE| below the float32 resolution of |ℓ| is no evidence: no growth; a large error still shrinks.
+  np.testing.assert_allclose(_update(0.1, small, 5, cfg, scale=1e9)[0], 0.1, rtol=1e-6)
+  np.testing.assert_allclose(_update(0.1, big, 5, cfg, scale=1e3)[0], 0.1 * math.exp(-0.09), rtol=1e-5)
+  np.testing.assert_allclose(_update(0.1, small, 5, cfg, nonfinite=True)[0], 0.05, rtol=1e-6)         # halve
+  # Gain γ₀ · (adapt_steps/2) / t after the first half: at t = 80 it is 0.1 · 50/80.
+  np.testing.assert_allclose(_update(0.1, big, 80, cfg, avg=math.log(0.1))[0], 0.1 * math.exp(-0.1 * 0.9 * 50 / 80),
+                             rtol=1e-5)
+  np.testing.assert_allclose(_update(0.1, big, 5, cfg._replace(adapt_steps=0))[0], 0.1 * math.exp(-0.09), rtol=1e-5)
+
+
+def test_average_then_freeze():
+  """ε at t = adapt_steps is exp(mean log ε over the second half); afterwards ε does not move."""
+  cfg = adapt.TunerConfig(energy_quantile=0.5, quantile_gain=0.2, target_energy_var=1.0, adapt_steps=8)
+  tau = float(adapt.energy_quantile_threshold(cfg))
+  signs = [1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 1, 1]         # 1: error above τ
+  eps, state, logs = jnp.float32(0.1), adapt.TunerState(jnp.float32(0), jnp.float32(0), jnp.int32(1)), []
+  for s in signs:
+    de = jnp.float32(math.sqrt((4.0 if s else 0.25) * tau))
+    new_eps, state = adapt.energy_quantile_update(eps, de, 1, state, cfg, jnp.float32(0.1), jnp.bool_(False))
+    logs.append(float(new_eps))
+    eps = new_eps
+  # Live iterates of steps 5..7 and the step-8 iterate before it is replaced by the average.
+  live, e = [], 0.1
+  for t, s in enumerate(signs[:8], start=1):
+    g = 0.2 * min(1.0, 4 / t)
+    e = e * math.exp(g * ((0.0 if s else 1.0) - 0.5))
+    live.append(e)
+  np.testing.assert_allclose(logs[:7], live[:7], rtol=1e-5)
+  np.testing.assert_allclose(logs[7], math.exp(np.mean(np.log(live[4:8]))), rtol=1e-5)
+  assert all(v == logs[7] for v in logs[8:])
+
+
+def _eps_trace(sampler, check, starts, steps, batch):
+  n = check.data["y"].shape[0]
+
+  def one(pos, key):
+    idx0 = jnp.arange(batch)
+    state = sampler.init(pos, {"x": check.data["x"][idx0], "y": check.data["y"][idx0]}, key)
+    batches = jax.random.randint(jax.random.fold_in(key, 1), (steps, batch), 0, n) if batch < n else \
+        jnp.broadcast_to(jnp.arange(n), (steps, n))
+
+    def body(st, inp):
+      k, idx = inp
+      st, info = sampler.step(k, st, {"x": check.data["x"][idx], "y": check.data["y"][idx]})
+      return st, (info.step_size, info.energy_change)
+
+    return jax.lax.scan(body, state, (jax.random.split(key, steps), batches))[1]
+
+  eps, de = jax.jit(jax.vmap(one))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
+  return np.asarray(eps), np.asarray(de)
+
+
+def test_gaussian_converges_to_the_target_quantile_from_either_side():
+  """Full-batch linear regression (a Gaussian posterior, d = 8): from ε₀ 10× too small and 10× too large the
+  frozen ε agree, and at that fixed ε the fraction of steps with ΔE²/d ≤ τ is q."""
+  check = checks.linear_regression(n=256, p=8, batch_size=256)
+  d, q, steps = 8, 0.8, 4000
+  base = float(check.ref_std.min()) * math.sqrt(d)
+  starts = jnp.asarray(check.ref_mean, jnp.float32) + 0.5 * jnp.asarray(check.ref_std, jnp.float32) * \
+      jax.random.normal(jax.random.key(0), (4, d))
+  opts = dict(precondition=False, L=math.sqrt(d) * float(np.sqrt(np.mean(check.ref_std ** 2))),
+              tuner="energy_quantile", energy_quantile=q, target_energy_var=1e-3, adapt_steps=steps * 3 // 4)
+  finals = []
+  for eps0 in (0.1 * base, 10.0 * base):
+    eps, _ = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=eps0, **opts), check, starts, steps, 256)
+    half = eps[:, steps * 3 // 8: steps * 3 // 4]
+    assert np.max(half.max(1) / half.min(1)) < 2.0
+    assert np.all(eps[:, -1] == eps[:, steps * 3 // 4 - 1])         # frozen for sampling
+    finals.append(eps[:, -1])
+  np.testing.assert_allclose(np.median(finals[0]), np.median(finals[1]), rtol=0.3)
+  fixed = float(np.median(np.concatenate(finals)))
+  _, de = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=fixed, tuned=False,
+                                   **{k: v for k, v in opts.items() if k not in ("tuner", "adapt_steps")}),
+                     check, starts, 3000, 256)
+  tau = float(adapt.energy_quantile_threshold(adapt.TunerConfig(energy_quantile=q, target_energy_var=1e-3)))
+  frac = float(np.mean(de[:, 500:] ** 2 / d <= tau))
+  assert abs(frac - q) < 0.08, frac
+
+
+def test_minibatch_eps_does_not_drift():
+  """Minibatch linear regression: the authors' rule drifts (see test_spread); energy_quantile stays within 2×."""
+  check = checks.linear_regression(n=512, p=6, batch_size=32)
+  eps0 = 0.5 * float(check.ref_std.min()) * math.sqrt(6)
+  starts = jnp.asarray(check.ref_mean, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (4, 6))
+  steps = 6000
+  eps, _ = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=eps0, tuner="energy_quantile", adapt_steps=steps),
+                      check, starts, steps, 32)
+  half = eps[:, steps // 2:]
+  assert np.all(np.isfinite(eps))
+  assert np.max(half.max(1) / half.min(1)) < 2.0
+
+
+def test_divergence_guard_reverts_and_costs_three_gradients():
+  check = checks.anisotropic_gaussian(dim=4)
+  f = check.logdensity_fn
+  sampler = kernel.psmile(f, step_size=50.0, tuner="energy_quantile", precondition=False, divergence_factor=10.0)
+  assert chains.smile_chain_kernel(sampler).grads_per_step == 3
+  pos = jnp.asarray(check.ref_std, jnp.float32)
+  state = sampler.init(pos, check.data, jax.random.key(0))
+  new, info = sampler.step(jax.random.key(1), state, check.data)
+  assert bool(info.reset)
+  np.testing.assert_array_equal(np.asarray(new.position), np.asarray(pos))
+  assert float(new.step_size) < 50.0
+  calm = kernel.psmile(f, step_size=1e-3, tuner="energy_quantile", precondition=False)
+  _, info = calm.step(jax.random.key(1), calm.init(pos, check.data, jax.random.key(0)), check.data)
+  assert not bool(info.reset)
