@@ -43,8 +43,11 @@ def main():
       for m in args.metrics.split("+"):
         c = report.compare(rows, a, b, m, higher_is_better=m in ev.HIGHER_BETTER, dataset=name)
         if c["n"]:
-          print(f"paired {name} {m}: {a} - {b} = {c['mean_diff']:+.4g} over {c['n']} seeds; {a} better in "
-                f"{c['wins']}, worse in {c['losses']}, ties {c['ties']}")
+          sign = 1.0 if m in ev.HIGHER_BETTER else -1.0
+          verdict = ("one seed" if c["n"] < 2 else "within noise" if abs(c["mean_diff"]) <= 2 * c["se_diff"]
+                     else "better" if sign * c["mean_diff"] > 0 else "worse")     # within noise: |mean| <= 2 s.e.
+          print(f"paired {name} {m}: {a} - {b} = {c['mean_diff']:+.4g} (s.e. {c['se_diff']:.2g}) over {c['n']} "
+                f"seeds; {a} better in {c['wins']}, worse in {c['losses']}, ties {c['ties']}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -129,11 +129,14 @@ def sign_test(a: Sequence[float], b: Sequence[float], *, higher_is_better: bool 
 
 def compare(rows: list[dict], a: str, b: str, metric: str, *, higher_is_better: bool = True,
             dataset: str | None = None) -> dict[str, float]:
-  """Paired comparison of method a vs b: n, mean difference (a - b), sign test, Wilcoxon p."""
+  """Paired comparison of method a vs b: n, mean difference (a - b) and its standard error (sample std of the
+  differences / sqrt(n), NaN below 2 pairs), sign test, Wilcoxon p."""
   from jaxml.metrics import wilcoxon_paired
   va, vb = paired(rows, a, b, metric, dataset=dataset)
   st = sign_test(va, vb, higher_is_better=higher_is_better)
-  return {"n": len(va), "mean_diff": float(np.mean(np.subtract(va, vb))) if va else math.nan,
+  d = np.subtract(va, vb)
+  return {"n": len(va), "mean_diff": float(np.mean(d)) if va else math.nan,
+          "se_diff": float(np.std(d, ddof=1) / math.sqrt(d.size)) if d.size >= 2 else math.nan,
           "wins": st.wins, "losses": st.losses, "ties": st.ties, "sign_p": st.p,
           "wilcoxon_p": wilcoxon_paired(va, vb) if len(va) >= 2 else math.nan}
 

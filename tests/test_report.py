@@ -28,6 +28,8 @@ def test_paired_matches_runs_and_sign_test_counts():
 def test_compare_and_tables(tmp_path):
   out = report.compare(ROWS, "ours", "base", "acc")
   assert out["n"] == 5 and out["wins"] == 5 and out["mean_diff"] == pytest.approx(0.12)
+  assert out["se_diff"] == pytest.approx(math.sqrt(0.00025 / 5))   # differences 0.10..0.14: sample var 2.5e-4
+  assert math.isnan(report.compare(ROWS[:1] + ROWS[6:7], "ours", "base", "acc")["se_diff"])   # one pair
   assert 0 < out["wilcoxon_p"] < 0.1
   table = report.pivot_table(ROWS, "acc", higher_is_better=True)
   assert "**0.9250 ± 0.0171**" in table and "| base | 0.8000 ± 0.0000 | **0.5000** |" in table
