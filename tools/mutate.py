@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCOPES: dict[str, tuple[list[str], list[str]]] = {
     "metrics": (["jaxml/metrics/ood.py", "jaxml/metrics/calibration.py", "jaxml/metrics/ranking.py"],
                 ["tests/metrics"]),
-    "emf": (["jaxml/emf/losses.py"], ["tests/emf/test_gradients.py", "tests/emf/test_losses.py"]),
+    "emf": (["jaxml/emf/losses.py"],
+            ["tests/emf/test_losses_by_hand.py", "tests/emf/test_gradients.py", "tests/emf/test_losses.py"]),
     "sol": (["jaxml/sol/losses.py", "jaxml/sol/decoders.py"],
             ["tests/sol/test_by_hand.py", "tests/sol/test_losses.py", "tests/sol/test_decoders.py",
              "tests/sol/test_gradients.py::test_profile_gradient_is_analytic",
