@@ -117,6 +117,14 @@ def test_energy_var_update_follows_its_formula():
   assert float(zero) == np.float32(0.2)                                   # t = 1 < freeze: ε kept
   np.testing.assert_allclose(float(grown), min(0.2 * np.exp(0.1 * (np.log(2e-3) - np.log(float(tiny.mean)))), 0.5),
                              rtol=1e-5)
+  # The clips: eps_max above, eps_min below (a floor fraction small enough not to bind first).
+  active = _state(1e-8, 0.0, 9)                                           # v ≪ target: ε grows by e^2.3
+  top, _ = adapt.energy_var_update(np.float32(0.45), np.float32(0.0), dim, active, _CFG, eps0, no)
+  assert float(top) == np.float32(0.5)
+  loose = _CFG._replace(eps_floor_frac=1e-4)
+  big = _state(10.0, 0.0, 9)                                              # v ≫ target: ε shrinks by e^-0.86
+  low, _ = adapt.energy_var_update(np.float32(1.5e-3), np.float32(10.0), dim, big, loose, eps0, no)
+  np.testing.assert_allclose(float(low), 1e-3, rtol=1e-6)
 
 
 def test_preconditioner_state_update_and_inverse_mass():
