@@ -27,6 +27,7 @@ def _grad(theta):
 
 
 def _close(a, b):
+  assert jax.tree.structure(a) == jax.tree.structure(b)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
