@@ -134,7 +134,9 @@ def main() -> int:
                   help="stop `mutmut run` after this many seconds (SIGINT; results so far are kept)")
   ap.add_argument("--unchecked-only", action="store_true",
                   help="with --keep and globs: run only the mutants without a result yet")
-  ap.add_argument("--tests", nargs="+", default=None, help="guarding tests instead of the scope's (a narrower run)")
+  # One path per flag: a greedy nargs="+" swallowed the mutant globs that followed it.
+  ap.add_argument("--tests", action="append", default=None,
+                  help="a guarding test instead of the scope's (repeat the flag for more; a narrower run)")
   ap.add_argument("--check", action="store_true", help="fail below the recorded ratchet")
   args = ap.parse_intermixed_args()
   work = Path(args.workdir or ROOT / "runs" / "mutate" / args.pkg).resolve()
