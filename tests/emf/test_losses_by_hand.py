@@ -23,10 +23,10 @@ _SEED = 10    # the loss's key: some labels dropped and some kept, the clamp, th
 
 
 def _net(xp):
-  """f(x, t, r | label) = x W + a t + b r + c tanh(t r) (+ emb[label]) in numpy or jax.numpy."""
+  """f(x, t, r | label) = x W + a t + b r + c tanh(t r) (+ emb[label] (1 + t)) in numpy or jax.numpy."""
   def apply_fn(params, x, t, r, label=None):
     out = x @ params["W"] + params["a"] * t[:, None] + params["b"] * r[:, None] + params["c"] * xp.tanh(t * r)[:, None]
-    return out if label is None else out + params["emb"][label]
+    return out if label is None else out + params["emb"][label] * (1.0 + t)[:, None]
   return apply_fn
 
 
@@ -123,7 +123,8 @@ _CASES = {
     "u_model": (EMFConfig(delta=0.05, rho=0.5), False),
     "x1_full_clip_logit": (EMFConfig(param="x1", delta=0.04, rho=0.75, euler_field="full", time_law="logit_normal",
                                      ln_mu=0.8, ln_sigma=1.2, p=0.5, c=0.1, eps=0.3, aux_rows="all",
-                                     target_clip=0.4), False),
+                                     target_clip=0.4, guidance_w=2.0), False),   # guidance needs labels: ignored
+    "u_one_interval_row": (EMFConfig(delta=0.05, rho=0.125), False),
     "u_vc_convex_guided": (EMFConfig(delta=0.05, rho=0.5, euler_field="vc", form="convex", num_classes=_K,
                                      label_dropout=0.3, guidance_w=1.5, guidance_k=0.2, p=0), True),
     "x1_diag_labels_all_rows": (EMFConfig(param="x1", delta=0.05, rho=1.0, euler_field="diag", num_classes=_K,
@@ -177,8 +178,8 @@ def test_the_cases_exercise_the_branches():
 
 def test_rejects_unknown_settings():
   f = _net(jnp)
-  for bad in (EMFConfig(param="v"), EMFConfig(aux_rows="some")):
-    with pytest.raises(ValueError):
+  for bad, what in ((EMFConfig(param="v"), "param 'v'"), (EMFConfig(aux_rows="some"), "aux_rows 'some'")):
+    with pytest.raises(ValueError, match=what):
       losses.make_emf_loss(f, bad)
   with pytest.raises(ValueError, match="time_law"):
     losses.sample_time_pairs(jax.random.key(0), 4, EMFConfig(time_law="beta"))
@@ -192,18 +193,19 @@ def test_rejects_unknown_settings():
 
 
 def test_jvp_target_is_the_analytic_time_derivative():
-  """D_t f along (v, 1, 0) = v W + a + c r (1 − tanh²(t r)); u: anchor + (r − t) D; x1: the (1 − t)/(1 − r) factor."""
+  """D_t f along (v, 1, 0) = v W + a + c r (1 − tanh²(t r)) (+ emb[label]); u: anchor + (r − t) D; x1: the
+  (1 − t)/(1 − r) factor."""
   x, v, anchor = (_rng_case(i) for i in range(3))
   t, r = np.array([0.1, 0.3, 0.85, 0.5]), np.array([0.6, 0.95, 0.9, 0.5])
   d = v @ _NP["W"] + _NP["a"] + _NP["c"] * (r * (1 - np.tanh(t * r) ** 2))[:, None]
-  lab = np.array([0, 2, 1, 3])       # the label embedding does not depend on t
+  lab = np.array([0, 2, 1, 3])
   args = [jnp.asarray(a, jnp.float32) for a in (x, t, r, anchor)]
   got = losses.jvp_target(_net(jnp), _P, args[0], args[1], args[2], args[3], None, "u", jnp.asarray(v, jnp.float32))
   np.testing.assert_allclose(got, anchor + (r - t)[:, None] * d, rtol=1e-5, atol=1e-5)
   got = losses.jvp_target(_net(jnp), _P, args[0], args[1], args[2], args[3], jnp.asarray(lab), "x1",
                           jnp.asarray(v, jnp.float32), eps=0.2)
   coef = (r - t) * np.maximum(1 - t, 0.2) / np.maximum(1 - r, 0.2)
-  np.testing.assert_allclose(got, anchor + coef[:, None] * d, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got, anchor + coef[:, None] * (d + _NP["emb"][lab]), rtol=1e-5, atol=1e-5)
   got = losses.jvp_target(_net(jnp), _P, args[0], args[1], args[2], args[3], None, "x1", jnp.asarray(v, jnp.float32))
   coef = (r - t) * (1 - t) / (1 - r)                                    # eps = 0 by default
   np.testing.assert_allclose(got, anchor + coef[:, None] * d, rtol=1e-5, atol=1e-5)
@@ -231,6 +233,8 @@ def test_small_helpers():
   np.testing.assert_array_equal(labels, np.where(want, _K, _Y))
   assert losses.labels_for_training(jax.random.key(0), None, EMFConfig(num_classes=_K)) == (None, None)
   assert losses.labels_for_training(jax.random.key(0), jnp.asarray(_Y), EMFConfig()) == (None, None)
+  one, _ = losses.labels_for_training(jax.random.key(0), jnp.zeros(8, jnp.int32), EMFConfig(num_classes=1))
+  np.testing.assert_array_equal(one, np.where(np.asarray(jax.random.uniform(jax.random.key(0), (8,))) < 0.1, 1, 0))
   w = losses.adaptive_weight(jnp.array([0.0, 1.0, 3.0]), 0.5, 1.0)
   np.testing.assert_allclose(w, [1.0, 2 ** -0.5, 0.5], rtol=1e-6)
   np.testing.assert_array_equal(losses.adaptive_weight(jnp.array([0.0, 5.0]), 0, 1.0), [1.0, 1.0])
