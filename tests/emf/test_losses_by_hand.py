@@ -125,6 +125,7 @@ _CASES = {
                                      ln_mu=0.8, ln_sigma=1.2, p=0.5, c=0.1, eps=0.3, aux_rows="all",
                                      target_clip=0.4, guidance_w=2.0), False),   # guidance needs labels: ignored
     "u_one_interval_row": (EMFConfig(delta=0.05, rho=0.125), False),
+    "u_one_diagonal_row": (EMFConfig(delta=0.05, rho=0.875), False),
     "u_vc_convex_guided": (EMFConfig(delta=0.05, rho=0.5, euler_field="vc", form="convex", num_classes=_K,
                                      label_dropout=0.3, guidance_w=1.5, guidance_k=0.2, p=0), True),
     "x1_diag_labels_all_rows": (EMFConfig(param="x1", delta=0.05, rho=1.0, euler_field="diag", num_classes=_K,
