@@ -67,7 +67,7 @@ PRELOAD: dict[str, list[str]] = {
 
 # Minimum scores (%) measured so far (docs/results/tests.md); `--check` fails below them. For eviprobe, sol
 # and unlearning the number is over the mutants checked so far (some are unchecked); a full run counts all.
-RATCHET: dict[str, float] = {"metrics": 85.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 91.0, "smile": 93.0,
+RATCHET: dict[str, float] = {"metrics": 85.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 91.0, "smile": 93.0, "emf": 89.0,
                              "unlearning": 96.5}
 
 
