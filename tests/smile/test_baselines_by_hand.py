@@ -27,8 +27,15 @@ def _grad(theta):
 
 
 def _close(a, b):
+  assert jax.tree.structure(a) == jax.tree.structure(b)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+def _check_state(kern, state, new):
+  """The step returns the state's own structure (a lax.scan carry) and `position` reads the position."""
+  assert jax.tree.structure(new) == jax.tree.structure(state)
+  _close(kern.position(new), new["position"])
 
 
 def _check_info(info, logdensity, eps, bad=False):
@@ -52,6 +59,8 @@ def test_sgld_step_is_the_overdamped_euler_update(hyper):
   want = jax.tree.map(lambda x, g, n: x + eps * g + math.sqrt(2 * temperature * eps) * n, _POS, _grad(_POS), noise)
   _close(kern.position(new), want)
   np.testing.assert_allclose(new["step_size"], eps)
+  np.testing.assert_allclose(new["logdensity"], _logdensity(_POS, _MB), rtol=1e-6)   # ℓ at the step's start
+  _check_state(kern, state, new)
   _check_info(info, _logdensity(_POS, _MB), eps)
   bad = dict(_POS, b=jnp.asarray(_POS["b"]).at[1, 0].set(jnp.inf))
   _, info = kern.step(key, dict(state, position=bad), _MB, jnp.asarray(7))
@@ -124,6 +133,7 @@ def test_sghmc_init_and_step_are_the_momentum_euler_update(hyper):
                                        p0, _grad(_POS), noise))
   np.testing.assert_allclose(new["logdensity"], _logdensity(_POS, _MB), rtol=1e-6)
   np.testing.assert_allclose(new["step_size"], eps)
+  _check_state(kern, state, new)
   _check_info(info, _logdensity(_POS, _MB), eps)
   bad = dict(_POS, a=jnp.asarray(_POS["a"]).at[0].set(jnp.nan))
   _, info = kern.step(key, dict(state, position=bad), _MB, jnp.asarray(2))
@@ -138,3 +148,14 @@ def test_sghmc_defaults():
   noise = generate_gaussian_noise(key, _POS)
   _close(new["momentum"], jax.tree.map(lambda p, g, n: 0.95 * p + 0.1 * g + math.sqrt(0.1) * n, state["momentum"],
                                        _grad(_POS), noise))
+
+
+def test_sghmc_initial_momentum_has_one_key_per_leaf():
+  """Three leaves of different shapes: leaf i's momentum is normal(split(rng, 3)[i])."""
+  pos = dict(_POS, c=np.array([[0.1], [0.2]], np.float32))
+  logd = lambda theta, mb: -0.5 * sum(jnp.sum(x ** 2) for x in jax.tree.leaves(theta))
+  kern = baselines.sghmc_kernel(logd, step_size=0.1)
+  state = kern.init(pos, _MB, jax.random.key(12), {})
+  leaves, treedef = jax.tree.flatten(pos)
+  keys = jax.random.split(jax.random.key(12), 3)
+  _close(state["momentum"], jax.tree.unflatten(treedef, [jax.random.normal(k, x.shape) for k, x in zip(keys, leaves)]))

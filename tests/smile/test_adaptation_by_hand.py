@@ -1,0 +1,156 @@
+"""The tuner and preconditioner of `smile/adaptation.py` against their formulas written out in numpy
+(module doc of `adaptation`), step by step, with non-default settings and at the clips and ties."""
+
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+from jaxml.smile import adaptation as adapt
+
+# numpy at import time (no XLA client before mutmut's fork server forks its workers).
+_CFG = adapt.TunerConfig(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_min=1e-3, eps_max=0.5,
+                         eps_floor_frac=0.1, target_energy_var=2e-3, energy_var_rate=0.25, energy_var_gain=0.6)
+
+
+def _quantile(mean, std, p):
+  var = std ** 2 + 1e-6
+  mean = max(mean, 1e-12)
+  k, scale = mean ** 2 / var, var / mean
+  return max(k * scale * (1.0 - 1.0 / (9.0 * k) + ndtri(p) / (3.0 * np.sqrt(k))) ** 3, 0.0)
+
+
+def _state(mean, std, t):
+  return adapt.TunerState(np.float32(mean), np.float32(std), np.int32(t))
+
+
+@pytest.mark.parametrize("mean,std,p", [(2.0, 0.7, 0.9), (0.4, 0.3, 0.1), (5.0, 4.0, 0.5), (1.0, 3.0, 0.02),
+                                        (0.0, 0.5, 0.98)])
+def test_gamma_quantile_is_the_wilson_hilferty_formula(mean, std, p):
+  got = float(adapt.gamma_quantile(np.float32(mean), np.float32(std), p))
+  np.testing.assert_allclose(got, _quantile(mean, std, p), rtol=2e-5, atol=1e-9)
+
+
+def test_gamma_quantile_clips_at_zero_and_uses_the_variance_offset():
+  assert float(adapt.gamma_quantile(np.float32(1.0), np.float32(3.0), 0.02)) == 0.0    # cube of a negative
+  # std = 0: k = μ²/1e-6, so the quantile is μ up to O(1e-3 · z) and finite (no division by zero).
+  got = float(adapt.gamma_quantile(np.float32(1.0), np.float32(0.0), 0.9))
+  np.testing.assert_allclose(got, _quantile(1.0, 0.0, 0.9), rtol=1e-5)
+  assert 1.0 < got < 1.01
+
+
+def test_thresholds_are_the_three_quantiles():
+  st = _state(1.5, 0.8, 30)
+  got = [float(q) for q in adapt.tuner_thresholds(st, _CFG)]
+  want = [_quantile(1.5, 0.8, p) for p in (0.9, 1.0 - 2.0 * 0.3 / 3.0, 0.3 / 3.0)]
+  np.testing.assert_allclose(got, want, rtol=2e-5)
+
+
+def test_tuner_update_follows_the_recursion_step_by_step():
+  """t = 1, 2 take a itself as mean; σ² starts from 0 at t = 1; bias correction 1 − 0.5^(t−4) from t = 5."""
+  draws = [0.0, 3.0, 1.0, 2.5, 0.5, 4.0, 1.5, 2.0e7, 0.7]
+  beta = _CFG.beta
+  st, mean, std = adapt.tuner_init(), 0.0, 0.0
+  assert st.t.dtype == np.int32 and st.mean.dtype == st.std.dtype == np.float32   # an exact step counter
+  for t, a in enumerate(draws, start=1):
+    assert int(st.t) == t
+    new_mean = a if t < 3 else (1 - beta) * mean + beta * a
+    new_mean = min(max(new_mean, 1e-6), 1e6)
+    var = (1 - beta) * std ** 2 * (t != 1) + beta * (a - new_mean) ** 2
+    corr = 1.0 if t < 5 else 1.0 - 0.5 ** (t - 4)
+    mean, std = new_mean, min(max(np.sqrt(var / corr), 1e-6), 1e7)
+    st = adapt.tuner_update(st, np.float32(a), _CFG)
+    np.testing.assert_allclose([float(st.mean), float(st.std)], [mean, std], rtol=2e-5, err_msg=f"t={t}")
+    assert st.mean.dtype == np.float32 and st.std.dtype == np.float32
+  assert int(st.t) == len(draws) + 1
+
+
+def test_tuner_update_clips():
+  low = adapt.tuner_update(adapt.tuner_init(), np.float32(0.0), _CFG)     # μ = max(0, 1e-6), σ = max(·, 1e-6)
+  np.testing.assert_allclose([float(low.mean), float(low.std)], [1e-6, 1e-6], rtol=1e-5)
+  high = adapt.tuner_update(adapt.tuner_init(), np.float32(5e6), _CFG)    # μ = min(5e6, 1e6), σ = √0.2 · 4e6
+  assert float(high.mean) == 1e6                                         # exact in float32
+  np.testing.assert_allclose(float(high.std), np.sqrt(0.2) * 4e6, rtol=1e-5)
+  top = adapt.tuner_update(_state(1.0, 1.0, 2), np.float32(1e9), _CFG)   # σ clipped at 1e7
+  assert float(top.std) == 1e7
+  # From t = 2 the previous σ² enters ((1 − β) σ²); the recursion alone always hands t = 2 a σ of
+  # 1e-6 (t = 1 sets μ = a), so only a state written by hand shows it.
+  second = adapt.tuner_update(_state(2.0, 1.0, 2), np.float32(3.0), _CFG)
+  np.testing.assert_allclose([float(second.mean), float(second.std)], [3.0, np.sqrt(0.8)], rtol=1e-6)
+
+
+def test_step_size_rule_at_the_thresholds_the_freeze_and_the_clips():
+  st = _state(1.0, 0.5, 4)              # t = freeze_steps: active
+  _, q_hi, q_lo = (float(q) for q in adapt.tuner_thresholds(st, _CFG))
+  eps, eps0, no, yes = np.float32(0.2), np.float32(0.3), np.bool_(False), np.bool_(True)
+
+  def rule(a, state=st, step=eps, bad=no):
+    return float(adapt.adapt_step_size(step, np.float32(a), state, _CFG, eps0, bad))
+
+  np.testing.assert_allclose(rule(q_hi * 1.01), 0.2 * 0.9, rtol=1e-6)
+  np.testing.assert_allclose(rule(q_lo * 0.99), 0.2 * 1.1, rtol=1e-6)
+  np.testing.assert_allclose(rule(np.float32(q_hi)), 0.2, rtol=1e-6)      # strict: a = Q(1 − 2α/3) keeps ε
+  np.testing.assert_allclose(rule(np.float32(q_lo)), 0.2, rtol=1e-6)      # strict: a = Q(α/3) keeps ε
+  np.testing.assert_allclose(rule(q_hi * 2, state=_state(1.0, 0.5, 3)), 0.2, rtol=1e-6)   # frozen
+  np.testing.assert_allclose(rule(1.0, bad=yes), 0.1, rtol=1e-6)          # halved, even where it would grow
+  np.testing.assert_allclose(rule(q_lo * 0.5, bad=yes), 0.1, rtol=1e-6)
+  np.testing.assert_allclose(rule(q_lo * 0.5, step=np.float32(0.48)), 0.5, rtol=1e-6)   # eps_max
+  np.testing.assert_allclose(rule(q_hi * 2, step=np.float32(0.032)), 0.03, rtol=1e-6)   # floor 0.1 · ε₀
+  tiny = adapt.adapt_step_size(np.float32(1e-3), np.float32(q_hi * 2), st, _CFG._replace(eps_floor_frac=1e-4),
+                               eps0, no)
+  np.testing.assert_allclose(float(tiny), 1e-3, rtol=1e-6)                # eps_min
+
+
+def test_energy_var_update_follows_its_formula():
+  dim, eps0, no, yes = 7, np.float32(0.3), np.bool_(False), np.bool_(True)
+  st, v_ref, eps = adapt.tuner_init()._replace(std=np.float32(0.25)), None, 0.2
+  for t, de in enumerate([0.3, 0.05, 0.4, 0.01, 0.2, 0.02], start=1):
+    x = de ** 2 / dim
+    v_ref = x if t < 2 else (1 - 0.25) * v_ref + 0.25 * x
+    want = eps * np.exp(0.6 * (np.log(2e-3) - np.log(v_ref)) / 6.0) if t >= 4 else eps
+    want = max(min(max(want, 1e-3), 0.5), 0.03)
+    got, st = adapt.energy_var_update(np.float32(eps), np.float32(de), dim, st, _CFG, eps0, no)
+    np.testing.assert_allclose([float(got), float(st.mean)], [want, v_ref], rtol=2e-5, err_msg=f"t={t}")
+    assert int(st.t) == t + 1 and float(st.std) == np.float32(0.25) and st.mean.dtype == np.float32
+    eps = float(got)
+  halved, same = adapt.energy_var_update(np.float32(0.2), np.float32(np.nan), dim, st, _CFG, eps0, yes)
+  np.testing.assert_allclose(float(halved), 0.1, rtol=1e-6)
+  for a, b in zip(same, st):
+    assert np.array_equal(np.asarray(a), np.asarray(b))                   # statistics untouched, t too
+  grown, tiny = adapt.energy_var_update(np.float32(0.2), np.float32(0.0), dim, st, _CFG, eps0, no)
+  np.testing.assert_allclose(float(tiny.mean), (1 - 0.25) * float(st.mean), rtol=1e-6)
+  zero, first = adapt.energy_var_update(np.float32(0.2), np.float32(0.0), dim, adapt.tuner_init(), _CFG, eps0, no)
+  np.testing.assert_allclose(float(first.mean), 1e-30, rtol=1e-5)         # v floored before the log
+  assert float(zero) == np.float32(0.2)                                   # t = 1 < freeze: ε kept
+  np.testing.assert_allclose(float(grown), min(0.2 * np.exp(0.1 * (np.log(2e-3) - np.log(float(tiny.mean)))), 0.5),
+                             rtol=1e-5)
+  # The clips: eps_max above, eps_min below (a floor fraction small enough not to bind first).
+  active = _state(1e-8, 0.0, 9)                                           # v ≪ target: ε grows by e^2.3
+  top, _ = adapt.energy_var_update(np.float32(0.45), np.float32(0.0), dim, active, _CFG, eps0, no)
+  assert float(top) == np.float32(0.5)
+  loose = _CFG._replace(eps_floor_frac=1e-4)
+  big = _state(10.0, 0.0, 9)                                              # v ≫ target: ε shrinks by e^-0.86
+  low, _ = adapt.energy_var_update(np.float32(1.5e-3), np.float32(10.0), dim, big, loose, eps0, no)
+  np.testing.assert_allclose(float(low), 1e-3, rtol=1e-6)
+
+
+def test_preconditioner_state_update_and_inverse_mass():
+  cfg = adapt.PrecondConfig(rate=0.3, q_min=0.5, q_max=20.0, r_min=0.4, r_max=1.5, var_floor=0.5)
+  init = adapt.precond_init(4)
+  assert init.grad_mean.shape == init.grad_var.shape == (4,)
+  np.testing.assert_array_equal(init.grad_mean, 1.0)
+  np.testing.assert_array_equal(init.grad_var, 1.0)
+  st, mean, var = init, np.ones(4), np.ones(4)
+  for g in [np.array([3.0, 1.0, -2.0, 1.0]), np.array([9.0, 1.0, 0.0, 1.2]), np.array([-4.0, 1.0, 5.0, 0.9])]:
+    mean = 0.7 * mean + 0.3 * g
+    var = np.maximum(0.7 * var + 0.3 * (g - mean) ** 2, 0.5)
+    st = adapt.precond_update(st, g.astype(np.float32), cfg)
+    np.testing.assert_allclose(st.grad_mean, mean, rtol=1e-5)
+    np.testing.assert_allclose(st.grad_var, var, rtol=1e-5)
+  assert np.min(var) == 0.5                                                # the floor was active
+  wide = cfg._replace(r_min=0.01, r_max=100.0)                           # the q clips alone act
+  for c, w in [(cfg, var), (cfg, np.array([1e-4, 0.3, 1.0, 900.0])), (cfg, np.array([1e-2, 1e-2, 1e-2, 4e3])),
+               (wide, np.array([0.04, 1.0, 4.0, 900.0]))]:
+    q = np.clip(np.sqrt(w), c.q_min, c.q_max)
+    r = np.clip(q / np.sqrt(np.mean(q ** 2)), c.r_min, c.r_max)
+    got = adapt.precond_inverse_mass(adapt.PrecondState(np.zeros(4, np.float32), w.astype(np.float32)), c)
+    np.testing.assert_allclose(got, 1.0 / r ** 2, rtol=1e-5)
