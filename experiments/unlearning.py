@@ -56,7 +56,7 @@ def plan(config) -> dict:
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
                         "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
                         "steps_per_dispatch": int(config.steps_per_dispatch),
-                        # XLA:CPU runs convolutions inside a rolled scan ~20x slower: unroll (api.UnrolledSteps)
+                        # XLA:CPU runs convolutions inside a rolled scan ~20x slower: unroll (core.train option `unroll`)
                         "unroll": config.model.arch == "cnn1d"},
        "settings": {m: settings(config, m) for m in ("original", "retrain", *runner.RU_METHODS,
                                                       *config.baselines.keys())}}

@@ -7,8 +7,9 @@ optimizer, state, step and checkpoints by hand:
                       eval_batches=[valid], select=core.Selection("accuracy", "max"))
 
 `config` (a dict or ConfigDict) supplies `optim` (see `make_optimizer`), `num_steps`, and
-optionally `log_every`, `eval_every`, `checkpoint_every`, `steps_per_dispatch`, `ema_decay`
-and a `mesh` section (`num_data`, 0 = all devices). The learning rate is injected into the
+optionally `log_every`, `eval_every`, `checkpoint_every`, `steps_per_dispatch`, `ema_decay`,
+`unroll` (the K steps of a dispatch written out instead of scanned, see `make_multi_step`; with
+`steps_per_dispatch` 0 it then means one step per dispatch) and a `mesh` section (`num_data`, 0 = all devices). The learning rate is injected into the
 optimizer state as an array, so a `Trainer` built once serves a whole learning-rate grid with
 one compilation (`train(trainer, ..., lr=x)`).
 """
@@ -110,7 +111,8 @@ def make_trainer(method: Method, config: Mapping[str, Any], *,
   train_step = make_train_step(method.loss_fn, optimizer, ema_decay=ema, uses_extra=method.init_extra is not None)
   eval_step = (make_eval_step(method.eval_fn, use_ema=ema is not None, uses_extra=method.eval_uses_extra)
                if method.eval_fn is not None else None)
-  return Trainer(method, optimizer, train_step, make_multi_step(train_step), eval_step, ema)
+  multi_step = make_multi_step(train_step, unroll=bool(_get(config, "unroll", False)))
+  return Trainer(method, optimizer, train_step, multi_step, eval_step, ema)
 
 
 def _reiterable(eval_batches: Any) -> Callable[[], Iterable[Batch]] | None:
@@ -155,7 +157,9 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
   log_every = int(_get(config, "log_every", 100) or 100)
   eval_every = int(_get(config, "eval_every", 0) or 0)
   checkpoint_every = int(_get(config, "checkpoint_every", 0) or 0)
-  steps_per_dispatch = int(_get(config, "steps_per_dispatch", 0) or 0)
+  # unrolled dispatches compile one copy of the step per step: one per dispatch unless asked
+  steps_per_dispatch = int(_get(config, "steps_per_dispatch", 0) or 0) or (
+      1 if getattr(trainer.multi_step, "unroll", False) else 0)
   mesh_cfg = _get(config, "mesh", None)
   if mesh is None:
     mesh = mesh_from_config(mesh_cfg)

@@ -24,7 +24,7 @@ from jaxml.unlearning.transform import make_transform
 
 __all__ = ["DEFAULTS", "FROZEN", "TARGETS", "uniform_target", "head_probs", "make_method", "make_loss_fn", "make_eval_fn", "make_optimizer",
            "class_statistics", "init_params", "unlearn", "UnlearnOutput", "batched_apply", "batch_values",
-           "step_structure", "make_predict_fn", "FitOutput", "fit_params", "UnrolledSteps", "target_info"]
+           "step_structure", "make_predict_fn", "FitOutput", "fit_params", "target_info"]
 
 # Reference-code defaults with the CPU adaptations of the spec (step floor, batch 128).
 DEFAULTS: dict[str, Any] = dict(
@@ -215,29 +215,6 @@ def _no_init(rng: jax.Array, batch: Any) -> Any:
   raise ValueError("unlearning runs start from given parameters (core.train(init_params=...))")
 
 
-class UnrolledSteps:
-  """The K steps of one dispatch written out one after another (no loop), for `core.fit`'s
-  `multi_step`. XLA:CPU runs convolutions inside a while loop (a `lax.scan`, even of length 1) about
-  20x slower than the same step outside one (mnist1d CNN, batch 128: 164-185 vs 7.5-15 ms per step), so
-  convolutional encoders train unrolled. Equal (and hashed) by the step it wraps, so refits compile once."""
-
-  def __init__(self, train_step: Callable):
-    self.train_step = train_step
-
-  def __call__(self, state, batches):
-    metrics = []
-    for i in range(jax.tree.leaves(batches)[0].shape[0]):
-      state, m = self.train_step(state, jax.tree.map(lambda a, i=i: a[i], batches))
-      metrics.append(m)
-    return state, jax.tree.map(lambda *a: jnp.stack(a), *metrics)
-
-  def __eq__(self, other: object) -> bool:
-    return isinstance(other, UnrolledSteps) and other.train_step is self.train_step
-
-  def __hash__(self) -> int:
-    return hash((UnrolledSteps, self.train_step))
-
-
 def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable[[int], dict], *, num_steps: int,
                seed: int, lr: float, train_config: Mapping[str, Any] | None = None, extra: Any = None,
                frozen: tuple[str, ...] = (), cache: MutableMapping[Hashable, Any] | None = None,
@@ -245,9 +222,8 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
   """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
 
   `train_config` supplies `optim` (default Adam), `log_every`, `checkpoint_every` (used only with a
-  workdir, which these in-memory runs do not have), `steps_per_dispatch`, `mesh` and `unroll` (True:
-  `UnrolledSteps`, one step per dispatch unless `steps_per_dispatch` says otherwise); `lr` is injected as an
-  array. The `core.Trainer` is kept in `cache` under `key` (which must name everything the loss
+  workdir, which these in-memory runs do not have), `steps_per_dispatch`, `mesh` and `unroll` (`core.train`'s
+  option: the steps of a dispatch written out instead of scanned); `lr` is injected as an array. The `core.Trainer` is kept in `cache` under `key` (which must name everything the loss
   closure reads, see `sampling.structure`), so runs differing in arrays compile once.
   """
   tc = dict(train_config or {})
@@ -255,7 +231,7 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
   cfg = {"optim": dict(tc.get("optim") or {"name": "adam"}), "num_steps": int(num_steps),
          "log_every": int(tc.get("log_every", 1000) or 1000), "mesh": tc.get("mesh"),
          "checkpoint_every": int(tc.get("checkpoint_every", 0) or 0),
-         "steps_per_dispatch": int(tc.get("steps_per_dispatch", 0) or 0) or (1 if unroll else 0)}
+         "steps_per_dispatch": int(tc.get("steps_per_dispatch", 0) or 0), "unroll": unroll}
   if num_steps <= 0:
     return FitOutput(params, 0.0, 0.0, 0, float("nan"))
   schedule_key = () if cfg["optim"].get("schedule", "constant") == "constant" else (num_steps,)
@@ -265,8 +241,6 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
   else:
     method = core.Method(_no_init, loss_fn, init_extra=lambda rng, p: None, frozen=frozen)
     trainer = core.make_trainer(method, cfg)
-    if unroll:
-      trainer = trainer._replace(multi_step=UnrolledSteps(trainer.train_step))
     if cache is not None:
       cache[full_key] = trainer
   marks: dict[str, float] = {}

@@ -144,12 +144,12 @@ def test_injected_lr_gives_the_same_numbers_as_a_float_lr():
   chex.assert_trees_all_equal(results[0], results[1])
 
 
-def _mlp_train(tmp_path, name, *, stop_at=None, k=0, select=True):
+def _mlp_train(tmp_path, name, *, stop_at=None, k=0, select=True, unroll=False):
   state, _, data = helpers.fresh_state()
   method = core.Method(lambda rng, b: state.params, helpers.mlp_loss,
                        lambda p, b: {"mse": helpers.mlp_loss(p, b, None)[0]})
   config = {"optim": {"name": "adam", "lr": 1e-2}, "num_steps": 40, "log_every": 5, "eval_every": 5,
-            "checkpoint_every": 10, "steps_per_dispatch": k}
+            "checkpoint_every": 10, "steps_per_dispatch": k, "unroll": unroll}
 
   def stop(step, st):
     if step == stop_at:
@@ -179,6 +179,31 @@ def test_k_steps_per_dispatch_equal_single_steps(tmp_path):
   assert auto.train_metrics["loss"] == pytest.approx(one.train_metrics["loss"], rel=1e-6)
   steps = [json.loads(line)["step"] for line in open(tmp_path / "auto" / "metrics.jsonl")]
   assert steps == [s for s in range(5, 41, 5) for _ in range(2)]     # train and eval rows every 5 steps
+
+
+def test_unrolled_dispatches_equal_the_scanned_ones(tmp_path):
+  scanned = _mlp_train(tmp_path, "scan", k=5, select=False)
+  unrolled = _mlp_train(tmp_path, "unroll", k=5, select=False, unroll=True)
+  default_k = _mlp_train(tmp_path, "unroll1", select=False, unroll=True)
+  assert unrolled.steps_per_dispatch == 5 and default_k.steps_per_dispatch == 1   # unrolled: 1 unless asked
+  for run in (unrolled, default_k):
+    chex.assert_trees_all_close(run.state.params, scanned.state.params, rtol=1e-5, atol=1e-6)
+
+
+def test_unrolled_multi_step_stacks_metrics_and_compares_by_step_and_mode():
+  def step(state, batch):
+    return state + batch["x"].sum(), {"loss": batch["x"].mean()}
+
+  multi = core.make_multi_step(step, unroll=True)
+  state, metrics = jax.jit(multi)(0.0, {"x": np.arange(6.0).reshape(3, 2)})
+  assert float(state) == 15.0
+  np.testing.assert_allclose(np.asarray(metrics["loss"]), [0.5, 2.5, 4.5])
+  scanned_state, scanned = jax.jit(core.make_multi_step(step))(0.0, {"x": np.arange(6.0).reshape(3, 2)})
+  assert float(scanned_state) == 15.0
+  np.testing.assert_allclose(np.asarray(scanned["loss"]), np.asarray(metrics["loss"]))
+  same = core.make_multi_step(step, unroll=True)
+  assert multi == same and hash(multi) == hash(same)
+  assert multi != core.make_multi_step(step) and multi != core.make_multi_step(lambda s, b: step(s, b), unroll=True)
 
 
 @pytest.mark.multidevice

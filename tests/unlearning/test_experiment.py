@@ -128,7 +128,7 @@ def test_cnn1d_sweep_writes_every_report_and_its_rows(tmp_path):
     assert json.load(f)["rows"] == json.loads(json.dumps(rows))
   summary = open(os.path.join(str(tmp_path), "paper_summary.md")).read()
   assert "### Must reach" in summary and "| mnist1d | classes met | 0 | 4 |" in summary
-  # The original model and Retrain of a CNN train unrolled, one step per dispatch (api.UnrolledSteps).
+  # The original model and Retrain of a CNN train unrolled, one step per dispatch (core.train option `unroll`).
   assert all(r["cost"]["steps"] == 3 for r in rows if r["method"] in ("ru", "ru_uniform"))
 
 

@@ -1,9 +1,10 @@
-"""api.UnrolledSteps: the K steps of a dispatch without a loop give what the rolled scan gives."""
+"""`train_config["unroll"]` reaches core.train: the K steps of a dispatch without a loop give what the rolled
+scan gives (the multi-step itself is tested in tests/core/test_train.py)."""
 
 import jax
 import numpy as np
 
-from jaxml.unlearning import api, baselines
+from jaxml.unlearning import baselines
 from tests.unlearning import helpers
 
 
@@ -24,15 +25,3 @@ def test_unrolled_training_matches_the_scan():
   moved = [np.abs(np.asarray(a) - np.asarray(b)).max() for a, b in zip(jax.tree.leaves(init),
                                                                         jax.tree.leaves(unrolled.params))]
   assert min(moved) > 1e-3
-
-
-def test_unrolled_steps_stack_metrics_and_compare_by_step():
-  def step(state, batch):
-    return state + batch["x"].sum(), {"loss": batch["x"].mean()}
-
-  multi = api.UnrolledSteps(step)
-  state, metrics = jax.jit(multi)(0.0, {"x": np.arange(6.0).reshape(3, 2)})
-  assert float(state) == 15.0
-  np.testing.assert_allclose(np.asarray(metrics["loss"]), [0.5, 2.5, 4.5])
-  assert multi == api.UnrolledSteps(step) and hash(multi) == hash(api.UnrolledSteps(step))
-  assert multi != api.UnrolledSteps(lambda s, b: step(s, b))
