@@ -21,6 +21,7 @@ from jaxml import core, smile  # noqa: E402
 from jaxml.data import iterators, offline  # noqa: E402
 
 PROTOCOLS = ("smile", "standard", "auto", "tfds")
+SPLIT_SOURCES = ("files", "authors")    # rows of the 70/10/20 sets: our index files, or the authors' seeds
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
 
 
@@ -46,7 +47,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
                                 "budget_epochs", "warmup_frac", "num_samples")),
          (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
                                "rhat_points", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
-                               "likelihood_scale", "precond_clamp", "nonfinite_halving")),
+                               "likelihood_scale", "precond_clamp", "nonfinite_halving", "split_source")),
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
@@ -76,6 +77,7 @@ def plan(config) -> Plan:
   if reg:
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
     common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
+    common.validate_choice(s.split_source, SPLIT_SOURCES, "split source")
     datasets, given = tuple(s.datasets), tuple(int(i) for i in s.splits)
     for d in datasets:
       # auto: the 20-split protocol where a set has it; the smile-only sets use their splits 1-3 for 0-2.
@@ -107,7 +109,10 @@ def run(config, workdir: str) -> list[dict]:
     samplers = None       # one set of compiled runners serves every split of the same shapes
     s = p.pipeline | {"protocol": p.protocols[dataset]}
     for split in p.splits[dataset]:
-      data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir)
+      smile_rows = s["protocol"] == "smile"
+      data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir,
+                              split_source=s["split_source"] if smile_rows else "files",
+                              test_batch=int(s["batch_size"]) if smile_rows else 0)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
         samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],
