@@ -41,9 +41,12 @@ def mixture_lppd(lpd: np.ndarray) -> float:
   return float(np.mean(np.asarray(logsumexp(jnp.asarray(lpd), axis=0)) - np.log(lpd.shape[0])))
 
 
-def report(name: str, lpd: np.ndarray, mu_mean: np.ndarray, y: np.ndarray, log_sigma: np.ndarray, bad: float) -> dict:
+def report(name: str, lpd: np.ndarray, mu_mean: np.ndarray, y: np.ndarray, log_sigma: np.ndarray, bad: float,
+           valid_lpd: np.ndarray) -> dict:
   per_chain = lpd.mean(1)
   ok = per_chain > np.median(per_chain) - bad
+  v_chain = valid_lpd.mean(1)
+  v_ok = v_chain > np.median(v_chain) - bad     # the same rule on validation rows only (usable in practice)
   mix = mixture_lppd(lpd)
   point = np.asarray(logsumexp(jnp.asarray(lpd), axis=0)) - np.log(lpd.shape[0])
   worst = np.argsort(point)[:5]
@@ -52,6 +55,8 @@ def report(name: str, lpd: np.ndarray, mu_mean: np.ndarray, y: np.ndarray, log_s
   print(f"    without the {int((~ok).sum())} chain(s) > {bad} below the median chain: LPPD "
         f"{mixture_lppd(lpd[ok]):.3f} | worst 5 test points log p {np.array2string(point[worst], precision=2)} "
         f"(share of the LPPD sum below the median point: {np.sum(np.minimum(point - np.median(point), 0)) / len(y):.3f})")
+  print(f"    per-chain valid LPPD {np.array2string(v_chain, precision=2)} -> keeping the {int(v_ok.sum())} chains within "
+        f"{bad} of the median on validation: test LPPD {mixture_lppd(lpd[v_ok]):.3f}")
   return {"lppd": mix, "lppd_ok": mixture_lppd(lpd[ok]), "per_chain": per_chain}
 
 
@@ -64,6 +69,8 @@ def main() -> None:
   ap.add_argument("--smile_eps", default="", help="ε grid of the naive variants (default: the ref grid)")
   ap.add_argument("--bad", type=float, default=1.0)
   ap.add_argument("--out", default="")
+  ap.add_argument("--clamp", choices=("off", "on", "both"), default="off",
+                  help="the [0.1, 10] clamp on the preconditioner ratio r (ref: off)")
   args = ap.parse_args()
   config = smile_cfg.get_config(f"ref:datasets={args.dataset},splits=1,budget_scale={args.budget_scale},"
                                 f"methods={args.methods}")
@@ -85,12 +92,18 @@ def main() -> None:
         api.make_method(s), smile_uci.member_batches({"x": data["x_train"], "y": data["y_train"]}, b_m, seed, k),
         p.train | {"num_steps": m_steps, "log_every": per_epoch * 50}, steps_per_epoch=per_epoch,
         valid={"x": data["x_valid"], "y": data["y_valid"]}, seed=seed, batch_size=b_m)
-    samplers = smile.make_samplers(s, data_size=n, budget_epochs=1.0, mclmc_native=p.mclmc_native[args.dataset])
     train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
-    key = jax.random.key(p.seed * 7919 + split)
     print(f"{scheme} split {split}: n_train {n}, n_test {len(data['y_test'])}, y_std {data['y_std']:.4f}, "
           f"members {time.perf_counter() - t0:.0f}s", flush=True)
-    for group in samplers.groups:
+    clamps = {"off": (False,), "on": (True,), "both": (False, True)}[args.clamp]
+    jobs = []
+    for clamp in clamps:
+      sc = pipeline._c(s._cfg | {"precond_clamp": clamp})
+      samplers = smile.make_samplers(sc, data_size=n, budget_epochs=1.0, mclmc_native=p.mclmc_native[args.dataset])
+      groups = samplers.groups if clamp == clamps[0] else ("smile_family",)
+      jobs += [(samplers, g, " +clamp" if clamp else "") for g in groups]
+    key = jax.random.key(p.seed * 7919 + split)
+    for samplers, group, tag in jobs:
       key, gkey = jax.random.split(key)
       t1 = time.perf_counter()
       if group == "smile_family":
@@ -99,13 +112,13 @@ def main() -> None:
                   "variant": jnp.repeat(jnp.asarray([pipeline.SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)}
         res = samplers.runners[group](jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members), train,
                                       gkey, hypers)
-        parts = [(f"{m} eps {e:g}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
+        parts = [(f"{m} eps {e:g}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
       else:
         c = samplers.plans[group][2]
         res = samplers.runners[group](jax.tree.map(lambda a: a[:c], members), train, gkey)
         parts = [(group, slice(0, c))]
       jax.block_until_ready(res.positions)
-      print(f" {group}: {time.perf_counter() - t1:.0f}s", flush=True)
+      print(f" {group}{tag}: {time.perf_counter() - t1:.0f}s", flush=True)
       for label, sl in parts:
         pos = jax.tree.map(lambda a: a[sl], res.positions)
         out = {}
@@ -114,7 +127,7 @@ def main() -> None:
                     for a in samplers.predict(pos, jnp.asarray(data[f"x_{part}"])))
           out[part] = (chain_point_lpd(mu, ls, data[f"y_{part}"]), mu.mean((0, 1)), ls[:, -1, 0])
         print(f"  [{label}] valid LPPD {mixture_lppd(out['valid'][0]):.3f}")
-        report(label, out["test"][0], out["test"][1], data["y_test"], out["test"][2], args.bad)
+        report(label, out["test"][0], out["test"][1], data["y_test"], out["test"][2], args.bad, out["valid"][0])
         saved[f"{scheme}{split}/{label}"] = out["test"][0]
     print(f" total {time.perf_counter() - t0:.0f}s", flush=True)
   if args.out:

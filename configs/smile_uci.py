@@ -148,6 +148,9 @@ def get_config(arg=None):
     # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
     s.mclmc_native_override = ml_collections.ConfigDict(
         {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if bikes else {})
+  # Diagnostic columns lppd_kept / chains_kept of every SG-MCMC row: the test LPPD of the mixture without the
+  # chains whose validation LPPD is more than this many nats below the median chain (0: off).
+  s.chain_filter_nats = 1.0
   s.rhat_points = 100
   s.coverage_draws = 1000
   config.log_every = {"smoke": 100, "A": 500, "B": 500, "ref": 500}[table]

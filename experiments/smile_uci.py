@@ -46,7 +46,7 @@ _ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
                                 "budget_epochs", "warmup_frac", "num_samples")),
          (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
-                               "rhat_points", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
+                               "rhat_points", "chain_filter_nats", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
                                "likelihood_scale", "precond_clamp", "nonfinite_halving", "split_source")),
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
@@ -128,7 +128,7 @@ def run(config, workdir: str) -> list[dict]:
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
         extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
-                                                              "nonfinite") if k in metrics)
+                                                              "nonfinite", "chains_kept", "lppd_kept") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
@@ -139,7 +139,7 @@ def run(config, workdir: str) -> list[dict]:
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
           ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
           ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
-          ("nonfinite", "non-finite")]
+          ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
   baselines = [m for m in ("sgld", "sghmc", "csgld", "de") if any(r["method"] == m for r in rows)]
   with open(f"{workdir}/summary.md", "w") as f:
     f.write(report.mean_se_table(rows, smile.METHODS + ("smile_best",), cols, se_cols=("lppd", "rmse")))
