@@ -5,7 +5,7 @@ from them, then prints, per method: the mixture test LPPD / RMSE, the per-chain 
 the mixture LPPD without the chains that left the data region (per-chain LPPD more than `--bad` below the
 median chain), and the test points that cost most. Split schemes:
   ours     the fixed `index_smile_*` files, training-row standardisation (the `ref` default);
-  authors  the authors' split of seed s (`offline.load_uci(..., split_source="authors")`: their jax
+  authors  the authors' split of seed s (`smile.authors_row_order` into `offline.load_uci(row_order=...)`: their jax
            permutation, 70/10/20, whole-table standardisation, test rows cut to a multiple of b).
 Saves the per-chain, per-point log predictive densities to `--out` (npz) for offline analysis.
 
@@ -82,8 +82,9 @@ def main() -> None:
   saved = {}
   for scheme, split in ((a.split(":")[0], int(a.split(":")[1])) for a in args.runs):
     t0 = time.perf_counter()
-    data = offline.load_uci(args.dataset, split, protocol="smile", split_source="files" if scheme == "ours" else
-                            "authors", test_batch=int(s.batch_size))
+    data = (offline.load_uci(args.dataset, split, protocol="smile") if scheme == "ours" else
+            offline.load_uci(args.dataset, split, protocol="smile", test_batch=int(s.batch_size),
+                             row_order=lambda n: smile.authors_row_order(split, n)))
     n = len(data["y_train"])
     b_m, per_epoch, m_steps = smile.member_plan(s, n)
     seed = p.seed * 100 + split

@@ -110,9 +110,10 @@ def run(config, workdir: str) -> list[dict]:
     s = p.pipeline | {"protocol": p.protocols[dataset]}
     for split in p.splits[dataset]:
       smile_rows = s["protocol"] == "smile"
+      authors = smile_rows and s["split_source"] == "authors"
       data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir,
-                              split_source=s["split_source"] if smile_rows else "files",
-                              test_batch=int(s["batch_size"]) if smile_rows else 0)
+                              row_order=(lambda n, seed=split: smile.authors_row_order(seed, n)) if authors else None,
+                              test_batch=int(s["batch_size"]) if authors else 0)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
         samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],

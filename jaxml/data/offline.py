@@ -11,14 +11,14 @@ import os
 import pathlib
 import pickle
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from jaxml.data import verify
 
 __all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS",
-           "UCI_SMILE_ONLY", "load_uci", "smile_authors_permutation",
+           "UCI_SMILE_ONLY", "load_uci",
            "ORDINAL_DATASETS", "ORDINAL_TARGETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
            "load_digits", "load_mnist1d", "check_name"]
 
@@ -109,7 +109,8 @@ def _indices(root: pathlib.Path, *parts: str) -> np.ndarray:
 
 
 def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | None = None,
-             valid_fraction: float = 0.1, split_source: str = "files", test_batch: int = 0) -> dict[str, Any]:
+             valid_fraction: float = 0.1, row_order: Callable[[int], np.ndarray] | None = None,
+             test_batch: int = 0) -> dict[str, Any]:
   """One split of a UCI regression set, standardised with training-row statistics.
 
   protocol "standard": the 20 (protein 5) PBP splits `index_{train,test}_<split>`; the
@@ -118,10 +119,11 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
     (split in 1..3) for airfoil, energy and bikesharing.
   `name` may be the path of your own folder in the same layout (data/README.md): data.txt,
   index_features.txt, index_target.txt and the split files of the protocol.
-  split_source (protocol "smile" only): "files" (above) or "authors": the SMILE authors' split of seed
-    `split` (`smile_authors_permutation`: 70/10/20 cut of their jax permutation) with inputs and target
-    standardised by whole-table statistics, as their loader does; with test_batch > 0 the test rows are
-    cut to a multiple of min(test_batch, n_test), the rows their evaluation loop reaches.
+  row_order (protocol "smile" only): instead of the index files, a function n -> permutation of the n rows
+    (e.g. the SMILE authors' row order, `jaxml.smile.authors_row_order`); the rows are cut 70/10/20 with
+    floors and inputs and target are standardised by whole-table statistics, as the authors' loader does;
+    with test_batch > 0 the test rows are cut to a multiple of min(test_batch, n_test), the rows their
+    evaluation loop reaches.
 
   Returns x_*: [n, d] float32, y_*: [n] float32 (standardised), y_mean, y_std (to undo it),
   and the row indices used.
@@ -130,16 +132,14 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
   own = is_path(name)
   base, folder = (_own(name), ()) if own else (data_root(root), ("uci", name))
   x, y = _uci_table(base, folder, name)
-  if split_source not in ("files", "authors"):
-    raise ValueError(f"unknown split_source {split_source!r}; expected 'files' or 'authors'")
-  if split_source == "authors" and protocol != "smile":
-    raise ValueError("split_source='authors' exists for protocol='smile' only")
+  if row_order is not None and protocol != "smile":
+    raise ValueError("row_order exists for protocol='smile' only")
   if protocol == "smile":
     check_name(name, UCI_SMILE_DATASETS, "dataset for the smile protocol")
     if not own and split not in (1, 2, 3):
       raise ValueError(f"smile-protocol split must be 1, 2 or 3, got {split}")
-    if split_source == "authors":
-      return _smile_authors(x, y, split, test_batch)
+    if row_order is not None:
+      return _smile_row_order(x, y, np.asarray(row_order(len(y))), test_batch)
     idx = {part: _indices(base, *folder, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
   elif protocol == "standard":
     if name in UCI_SMILE_ONLY:
@@ -163,30 +163,11 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
               index_train=idx["train"], index_valid=idx["valid"], index_test=idx["test"])
 
 
-def smile_authors_permutation(seed: int, n: int) -> np.ndarray:
-  """The row order of the SMILE authors' tabular loader for config seed `seed` (their `rng` 1-3).
-
-  Reconstructed from their code (EmanuelSommer/SMILE, src/training/trainer.py and src/dataset/base.py):
-  key(seed) is split twice by the trainer (member/sampling/evaluation keys, chain keys), the third split
-  seeds the loader, which splits once for its chain keys and once more for `jax.random.permutation` of
-  the rows. Their pinned jax (0.4.33) draws threefry bits in the non-partitionable mode, set here for
-  the call. Not checked against split files of theirs (none are published).
-  """
-  import jax                       # lazy: the readers are numpy-only otherwise
-  with jax.threefry_partitionable(False):
-    key = jax.random.key(int(seed))
-    for _ in range(3):
-      key, sub = jax.random.split(key)
-    loader = sub
-    for _ in range(2):
-      loader, sub = jax.random.split(loader)
-    return np.asarray(jax.random.permutation(sub, n))
-
-
-def _smile_authors(x: np.ndarray, y: np.ndarray, seed: int, test_batch: int) -> dict[str, Any]:
-  """70/10/20 (floor cuts) of the authors' permutation; whole-table standardisation (their loader)."""
+def _smile_row_order(x: np.ndarray, y: np.ndarray, perm: np.ndarray, test_batch: int) -> dict[str, Any]:
+  """70/10/20 (floor cuts) of a row permutation; whole-table standardisation (the SMILE authors' loader)."""
   n = len(y)
-  perm = smile_authors_permutation(seed, n)
+  if not np.array_equal(np.sort(perm), np.arange(n)):
+    raise ValueError(f"row_order must return a permutation of the {n} rows")
   cut_t, cut_v = int(n * 0.7), int(n * 0.8)
   idx = {"train": perm[:cut_t], "valid": perm[cut_t:cut_v], "test": perm[cut_v:]}
   if test_batch > 0:

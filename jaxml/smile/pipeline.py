@@ -28,7 +28,7 @@ from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
-           "eps_drift", "per_chain_lppd", "chain_filter",
+           "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
@@ -147,6 +147,26 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
     out["rhat_median"] = float(np.nanmedian(rhat)) if np.isfinite(rhat).any() else float("nan")
     out["ess_median"] = float(np.nanmedian(ess)) if np.isfinite(ess).any() else float("nan")
   return out
+
+
+def authors_row_order(seed: int, n: int) -> np.ndarray:
+  """The row order of the SMILE authors' tabular loader for their config seed `seed` (`rng` 1-3).
+
+  Reconstructed from their code (EmanuelSommer/SMILE, src/training/trainer.py and src/dataset/base.py):
+  key(seed) is split twice by the trainer (member/sampling/evaluation keys, chain keys), the third split
+  seeds the loader, which splits once for its chain keys and once more for `jax.random.permutation` of
+  the rows. Their pinned jax (0.4.33) draws threefry bits in the non-partitionable mode, set here for
+  the call. Not checked against split files of theirs (none are published). Pass it to
+  `offline.load_uci(..., row_order=lambda n: authors_row_order(split, n))`.
+  """
+  with jax.threefry_partitionable(False):
+    key = jax.random.key(int(seed))
+    for _ in range(3):
+      key, sub = jax.random.split(key)
+    loader = sub
+    for _ in range(2):
+      loader, sub = jax.random.split(loader)
+    return np.asarray(jax.random.permutation(sub, n))
 
 
 def per_chain_lppd(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray) -> np.ndarray:
