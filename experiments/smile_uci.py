@@ -21,6 +21,7 @@ from jaxml import core, smile  # noqa: E402
 from jaxml.data import iterators, offline  # noqa: E402
 
 PROTOCOLS = ("smile", "standard", "auto", "tfds")
+SPLIT_SOURCES = ("files", "authors")    # rows of the 70/10/20 sets: our index files, or the authors' seeds
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
 
 
@@ -45,8 +46,8 @@ _ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
                                 "budget_epochs", "warmup_frac", "num_samples")),
          (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
-                               "rhat_points", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
-                               "likelihood_scale", "precond_clamp", "nonfinite_halving")),
+                               "rhat_points", "chain_filter_nats", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
+                               "likelihood_scale", "precond_clamp", "nonfinite_halving", "split_source")),
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
@@ -76,6 +77,7 @@ def plan(config) -> Plan:
   if reg:
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
     common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
+    common.validate_choice(s.split_source, SPLIT_SOURCES, "split source")
     datasets, given = tuple(s.datasets), tuple(int(i) for i in s.splits)
     for d in datasets:
       # auto: the 20-split protocol where a set has it; the smile-only sets use their splits 1-3 for 0-2.
@@ -107,7 +109,11 @@ def run(config, workdir: str) -> list[dict]:
     samplers = None       # one set of compiled runners serves every split of the same shapes
     s = p.pipeline | {"protocol": p.protocols[dataset]}
     for split in p.splits[dataset]:
-      data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir)
+      smile_rows = s["protocol"] == "smile"
+      authors = smile_rows and s["split_source"] == "authors"
+      data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir,
+                              row_order=(lambda n, seed=split: smile.authors_row_order(seed, n)) if authors else None,
+                              test_batch=int(s["batch_size"]) if authors else 0)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
         samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],
@@ -123,7 +129,7 @@ def run(config, workdir: str) -> list[dict]:
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
         extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
-                                                              "nonfinite") if k in metrics)
+                                                              "nonfinite", "chains_kept", "lppd_kept") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
@@ -134,7 +140,7 @@ def run(config, workdir: str) -> list[dict]:
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
           ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
           ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
-          ("nonfinite", "non-finite")]
+          ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
   baselines = [m for m in ("sgld", "sghmc", "csgld", "de") if any(r["method"] == m for r in rows)]
   with open(f"{workdir}/summary.md", "w") as f:
     f.write(report.mean_se_table(rows, smile.METHODS + ("smile_best",), cols, se_cols=("lppd", "rmse")))

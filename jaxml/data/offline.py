@@ -11,7 +11,7 @@ import os
 import pathlib
 import pickle
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -109,7 +109,8 @@ def _indices(root: pathlib.Path, *parts: str) -> np.ndarray:
 
 
 def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | None = None,
-             valid_fraction: float = 0.1) -> dict[str, Any]:
+             valid_fraction: float = 0.1, row_order: Callable[[int], np.ndarray] | None = None,
+             test_batch: int = 0) -> dict[str, Any]:
   """One split of a UCI regression set, standardised with training-row statistics.
 
   protocol "standard": the 20 (protein 5) PBP splits `index_{train,test}_<split>`; the
@@ -118,6 +119,11 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
     (split in 1..3) for airfoil, energy and bikesharing.
   `name` may be the path of your own folder in the same layout (data/README.md): data.txt,
   index_features.txt, index_target.txt and the split files of the protocol.
+  row_order (protocol "smile" only): instead of the index files, a function n -> permutation of the n rows
+    (e.g. the SMILE authors' row order, `jaxml.smile.authors_row_order`); the rows are cut 70/10/20 with
+    floors and inputs and target are standardised by whole-table statistics, as the authors' loader does;
+    with test_batch > 0 the test rows are cut to a multiple of min(test_batch, n_test), the rows their
+    evaluation loop reaches.
 
   Returns x_*: [n, d] float32, y_*: [n] float32 (standardised), y_mean, y_std (to undo it),
   and the row indices used.
@@ -126,10 +132,14 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
   own = is_path(name)
   base, folder = (_own(name), ()) if own else (data_root(root), ("uci", name))
   x, y = _uci_table(base, folder, name)
+  if row_order is not None and protocol != "smile":
+    raise ValueError("row_order exists for protocol='smile' only")
   if protocol == "smile":
     check_name(name, UCI_SMILE_DATASETS, "dataset for the smile protocol")
     if not own and split not in (1, 2, 3):
       raise ValueError(f"smile-protocol split must be 1, 2 or 3, got {split}")
+    if row_order is not None:
+      return _smile_row_order(x, y, np.asarray(row_order(len(y))), test_batch)
     idx = {part: _indices(base, *folder, f"index_smile_{part}_{split}.txt") for part in ("train", "valid", "test")}
   elif protocol == "standard":
     if name in UCI_SMILE_ONLY:
@@ -151,6 +161,24 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
   return dict(x_train=x_train, y_train=ys["train"], x_valid=x_valid, y_valid=ys["valid"],
               x_test=x_test, y_test=ys["test"], y_mean=y_mean, y_std=y_std,
               index_train=idx["train"], index_valid=idx["valid"], index_test=idx["test"])
+
+
+def _smile_row_order(x: np.ndarray, y: np.ndarray, perm: np.ndarray, test_batch: int) -> dict[str, Any]:
+  """70/10/20 (floor cuts) of a row permutation; whole-table standardisation (the SMILE authors' loader)."""
+  n = len(y)
+  if not np.array_equal(np.sort(perm), np.arange(n)):
+    raise ValueError(f"row_order must return a permutation of the {n} rows")
+  cut_t, cut_v = int(n * 0.7), int(n * 0.8)
+  idx = {"train": perm[:cut_t], "valid": perm[cut_t:cut_v], "test": perm[cut_v:]}
+  if test_batch > 0:
+    b = min(int(test_batch), len(idx["test"]))
+    idx["test"] = idx["test"][:len(idx["test"]) // b * b]
+  (xs,), _, _ = _standardise(x)
+  y_mean, y_std = float(y.mean()), float(y.std())
+  ys = ((y - y_mean) / y_std).astype(np.float32)
+  out = {f"{v}_{k}": (xs if v == "x" else ys)[i] for k, i in idx.items() for v in ("x", "y")}
+  return out | dict(y_mean=y_mean, y_std=y_std, index_train=idx["train"], index_valid=idx["valid"],
+                    index_test=idx["test"])
 
 
 # --------------------------------------------------------------------------- ordinal

@@ -28,7 +28,7 @@ from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
-           "eps_drift",
+           "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
@@ -130,9 +130,7 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
   c, n_s, n = mu.shape
   out = targets.predictive_metrics(mu.reshape(c * n_s, n), log_sigma.reshape(c * n_s, n), y, rng=rng,
                                    min_draws=int(cfg.coverage_draws))
-  ll = -0.5 * np.log(2 * np.pi) - log_sigma - 0.5 * ((y - mu) * np.exp(-log_sigma)) ** 2     # [C, S, n]
-  per_chain = np.log(np.mean(np.exp(ll - ll.max(1, keepdims=True)), axis=1)) + ll.max(1)
-  out["lppd_chain_mean"] = float(per_chain.mean())
+  out["lppd_chain_mean"] = float(per_chain_lppd(mu, log_sigma, y).mean())
   out["num_samples"] = float(c * n_s)
   if part == "test" and cfg.protocol == "standard":   # anchors of the 20-split protocol: original units
     out["lppd_std"], out["rmse_std"] = out["lppd"], out["rmse"]
@@ -149,6 +147,42 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
     out["rhat_median"] = float(np.nanmedian(rhat)) if np.isfinite(rhat).any() else float("nan")
     out["ess_median"] = float(np.nanmedian(ess)) if np.isfinite(ess).any() else float("nan")
   return out
+
+
+def authors_row_order(seed: int, n: int) -> np.ndarray:
+  """The row order of the SMILE authors' tabular loader for their config seed `seed` (`rng` 1-3).
+
+  Reconstructed from their code (EmanuelSommer/SMILE, src/training/trainer.py and src/dataset/base.py):
+  key(seed) is split twice by the trainer (member/sampling/evaluation keys, chain keys), the third split
+  seeds the loader, which splits once for its chain keys and once more for `jax.random.permutation` of
+  the rows. Their pinned jax (0.4.33) draws threefry bits in the non-partitionable mode, set here for
+  the call. Not checked against split files of theirs (none are published). Pass it to
+  `offline.load_uci(..., row_order=lambda n: authors_row_order(split, n))`.
+  """
+  with jax.threefry_partitionable(False):
+    key = jax.random.key(int(seed))
+    for _ in range(3):
+      key, sub = jax.random.split(key)
+    loader = sub
+    for _ in range(2):
+      loader, sub = jax.random.split(loader)
+    return np.asarray(jax.random.permutation(sub, n))
+
+
+def per_chain_lppd(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray) -> np.ndarray:
+  """[C, S, n] predictive parameters -> [C] LPPD of each chain's own equal-weight mixture over its samples."""
+  ll = -0.5 * np.log(2 * np.pi) - log_sigma - 0.5 * ((y - mu) * np.exp(-log_sigma)) ** 2     # [C, S, n]
+  top = ll.max(1)
+  return (np.log(np.mean(np.exp(ll - top[:, None]), axis=1)) + top).mean(-1)
+
+
+def chain_filter(predict: Callable, positions: Any, keep: np.ndarray, data: dict, nats: float) -> np.ndarray:
+  """Chains to keep: per-chain *validation* LPPD within `nats` of the median chain (a chain that left the
+  data region, e.g. log σ back near 0 after a divergent jump, falls far below). Uses no test rows."""
+  keep = np.asarray(keep, bool)
+  mu, log_sigma = (np.asarray(a)[:, keep] for a in predict(positions, jnp.asarray(data["x_valid"])))
+  v = per_chain_lppd(mu, log_sigma, data["y_valid"])
+  return v >= np.median(v) - nats
 
 
 class Samplers(NamedTuple):
@@ -303,6 +337,11 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, rng) -> dict[
     metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
                    nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)),
                    eps_drift=eps_drift(warm_eps))
+    if float(cfg.get("chain_filter_nats", 0.0)) > 0:   # diagnostic: the mixture without chains lost on validation
+      kept = chain_filter(samplers.predict, pos, res.keep, data, float(cfg.chain_filter_nats))
+      sub = evaluate(samplers.predict, jax.tree.map(lambda a: a[np.flatnonzero(kept)], pos), res.keep, None, data,
+                     cfg, rng)
+      metrics.update(chains_kept=float(kept.sum()), lppd_kept=sub["lppd"], rmse_kept=sub["rmse"])
     cost = {"sampler_peg": float(res.peg_per_chain * k), "grid_peg": float(res.peg_per_chain * k * len(grid)),
             "steps_per_chain": float((res.peg_per_chain - b) // (grads * b)), "wall_share": len(grid) / len(combos)}
     out[method] = (metrics, cost)

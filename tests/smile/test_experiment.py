@@ -1,6 +1,7 @@
 """The smile_uci experiment end to end on a tiny override of the smoke preset."""
 
 import json
+import math
 import os
 
 import pytest
@@ -94,4 +95,8 @@ def test_uci11_auto_protocol_and_validation_choice(tmp_path):
     best = max(variants, key=lambda m: (by[m]["valid_lppd"], -variants.index(m)))
     assert by["smile_best"]["chosen"] == variants.index(best)
     assert by["smile_best"]["lppd"] == by[best]["lppd"]
+    for m in ("psmile_naive", "psmile", "sgld"):       # the validation chain filter's diagnostic columns
+      assert 1 <= by[m]["chains_kept"] <= 2 and math.isfinite(by[m]["lppd_kept"])
+      if by[m]["chains_kept"] == 2:
+        assert by[m]["lppd_kept"] == by[m]["lppd"]
   assert "smile_best − sgld" in (tmp_path / "summary.md").read_text()
