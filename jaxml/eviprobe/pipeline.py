@@ -29,7 +29,7 @@ from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
 __all__ = ["OURS", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
-           "fit_posthoc", "fit_epn", "fit_gpn", "score_all", "isolated_scores", "metrics_for", "timed"]
+           "fit_posthoc", "fit_epn", "fit_gpn", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
 
 OURS = "xeviprobe"
 BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
@@ -40,6 +40,9 @@ GRID_RULES = ("strength", "log", "tau")
 GRID_TELEPORTS = (0.1, 0.3, 0.5)
 GRID: dict[str, dict] = {f"grid_{r}_a{a}": dict(propagation=r, teleport=a) for r in GRID_RULES for a in GRID_TELEPORTS}
 GRID["grid_none"] = dict(propagation="none")
+# misclassification read-out rows (chosen on the same validation benchmark; `experiments.eviprobe_graphs.misc_choice`):
+# X-EviProbe with only `misc_readout` changed, so their OOD scores equal OURS's
+MISC_GRID: dict[str, dict] = {f"misc_{r}": dict(misc_readout=r) for r in probe.MISC_READOUTS}
 # ablation name -> ProbeConfig overrides (spec A1-A9, teleport sweep) or a read-out variant
 ABLATIONS: dict[str, dict] = {
     "A1_latent_only": dict(fusion="latent"), "A2_output_only": dict(fusion="output"),
@@ -50,7 +53,7 @@ ABLATIONS: dict[str, dict] = {
     "A8_z": dict(latent="z"), "A8_q_and_z": dict(latent="both"), "A9_log": dict(propagation="log"),
     "a0.3": dict(teleport=0.3), "a0.5": dict(teleport=0.5), "ours_mi": {}, "ours_neg_log_evidence": {},
     "linear": dict(propagation="strength", teleport=0.1),   # the spec's §2 rule, kept as an ablation
-} | GRID
+} | GRID | MISC_GRID
 READOUT_VARIANTS = {"ours_mi": "mutual_info", "ours_neg_log_evidence": "neg_log_evidence"}
 ISOLATED_METHODS = (OURS, "A3_no_prop", "A3b_tau_only", "linear", "msp", "energy", "gnnsafe", "maha_q", "gpn")
 
@@ -212,7 +215,7 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     else:
       s, secs = _score(state, out["q"], out["z"], out["logits"], e, cfg), float("nan")
     s = _np(s)
-    res[name] = ({"ood": s[READOUT_VARIANTS.get(name, "u_epi")], "misc": s["u_alea"], "probs": s["mean_probs"],
+    res[name] = ({"ood": s[READOUT_VARIANTS.get(name, "u_epi")], "misc": s["misc"], "probs": s["mean_probs"],
                   "pred": pred, "n_clamped": float(s["n_clamped"])}, secs)
   logits = out["logits"]
   gs = _section(config, "gnnsafe")
@@ -266,9 +269,27 @@ def _safe(fn, *args) -> float:
     return float("nan")
 
 
+def aurc(uncertainty: np.ndarray, wrong: np.ndarray) -> float:
+  """Area under the risk-coverage curve: keep the k most certain nodes, risk_k = errors among them / k,
+  AURC = mean_k risk_k (k = 1..n). It scores a method's own predictions and ranking together, so models with
+  different predictions (GPN vs a frozen backbone) compare on one footing; lower is better. Tied
+  uncertainties are averaged over their block (order-free)."""
+  u, w = np.asarray(uncertainty, np.float64), np.asarray(wrong, np.float64)
+  if u.size == 0:
+    raise ValueError("aurc needs at least one node")
+  order = np.argsort(u, kind="stable")
+  u, w = u[order], w[order]
+  _, start, counts = np.unique(u, return_index=True, return_counts=True)
+  w = np.repeat(np.add.reduceat(w, start) / counts, counts)     # ties share their mean error
+  k = np.arange(1, u.size + 1)
+  return float(np.mean(np.cumsum(w) / k))
+
+
 def metrics_for(s: Mapping[str, np.ndarray], ood_nodes: np.ndarray, id_nodes: np.ndarray,
-                labels: np.ndarray) -> dict[str, float]:
-  """OOD metrics over ood_nodes (positives) vs id_nodes; misclassification/calibration on id_nodes."""
+                labels: np.ndarray, ref_preds: Mapping[str, np.ndarray] | None = None) -> dict[str, float]:
+  """OOD metrics over ood_nodes (positives) vs id_nodes; misclassification/calibration on id_nodes (errors of
+  the method's own `pred`; `aurc` on them). `ref_preds` {name: pred [N]} adds `misc_auroc_<name>`: the same
+  misclassification score ranked against that model's errors (e.g. the frozen backbone's, a common error set)."""
   out: dict[str, float] = {}
   if ood_nodes.size:
     sc = np.r_[s["ood"][ood_nodes], s["ood"][id_nodes]]
@@ -278,8 +299,11 @@ def metrics_for(s: Mapping[str, np.ndarray], ood_nodes: np.ndarray, id_nodes: np
   wrong = s["pred"][id_nodes] != labels[id_nodes]
   out.update(misc_auroc=_safe(ood.auroc, s["misc"][id_nodes], wrong),
              misc_aupr=_safe(ood.aupr, s["misc"][id_nodes], wrong),
+             aurc=_safe(aurc, s["misc"][id_nodes], wrong),
              acc=float(1.0 - wrong.mean()), ece=calibration.ece(s["probs"][id_nodes], labels[id_nodes], bins=10),
              brier=calibration.brier(s["probs"][id_nodes], labels[id_nodes]))
+  for name, pred in (ref_preds or {}).items():
+    out[f"misc_auroc_{name}"] = _safe(ood.auroc, s["misc"][id_nodes], pred[id_nodes] != labels[id_nodes])
   return out
 
 

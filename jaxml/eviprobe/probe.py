@@ -25,13 +25,15 @@ from jaxml.nn.gnn import gcn_norm_weights, propagate, row_norm_weights
 
 __all__ = ["ProbeConfig", "LatentProbe", "ProbeState", "oas_shrink", "class_means", "tied_scatter",
            "fit_latent_probe", "sq_mahalanobis", "sq_mahalanobis_whitened", "latent_log_typicality", "fit_temperature",
-           "fit_probe", "propagate_scalar", "output_typicality", "evidence", "score", "LOG_CLAMP"]
+           "fit_probe", "propagate_scalar", "output_typicality", "evidence", "score", "LOG_CLAMP", "MISC_READOUTS"]
 
 LOG_CLAMP = 30.0
 TYPICALITIES = ("rbf", "chi2", "conformal", "cosine")
 FUSIONS = ("product", "latent", "output")
 PROPAGATIONS = ("strength", "tau", "classwise", "log", "none")
 LATENTS = ("q", "z", "both")
+# misclassification read-outs (`ProbeConfig.misc_readout`); `score` returns each under its name and the chosen one as 'misc'
+MISC_READOUTS = ("u_alea", "class_split", "total_entropy", "expected_entropy", "dissonance", "msp")
 
 
 class ProbeConfig(NamedTuple):
@@ -44,6 +46,8 @@ class ProbeConfig(NamedTuple):
   norm: row P = D̃⁻¹(A+I) (default) | sym Â (A5)
   temperature: use the validation-fitted temperature in p (A7)
   latent: q (default) | z | both (product of typicalities) (A8)
+  misc_readout: the misclassification score: u_alea 1 − ᾱ_ŷ (spec default) | class_split 1 − r_ŷ (the evidence
+    split alone, no vacuity) | total_entropy H(ᾱ) | expected_entropy | dissonance | msp 1 − max p (the backbone's)
   """
 
   typicality: str = "rbf"
@@ -54,11 +58,12 @@ class ProbeConfig(NamedTuple):
   norm: str = "row"
   temperature: bool = False
   latent: str = "q"
+  misc_readout: str = "u_alea"
 
   def validate(self) -> "ProbeConfig":
     for value, allowed, what in ((self.typicality, TYPICALITIES, "typicality"), (self.fusion, FUSIONS, "fusion"),
                                  (self.propagation, PROPAGATIONS, "propagation"), (self.norm, ("row", "sym"), "norm"),
-                                 (self.latent, LATENTS, "latent")):
+                                 (self.latent, LATENTS, "latent"), (self.misc_readout, MISC_READOUTS, "misc_readout")):
       if value not in allowed:
         raise ValueError(f"unknown {what} {value!r}; expected one of {allowed}")
     if not 0.0 < self.teleport <= 1.0:
@@ -257,8 +262,9 @@ def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Arra
           config: ProbeConfig = ProbeConfig()) -> dict:
   """X-EviProbe scores on a (possibly shifted) graph; returns α [N, K] and all read-outs.
 
-  Keys: alpha, evidence (Ẽ), tau, u_epi, u_alea, expected_entropy, mutual_info, dissonance,
-  neg_log_evidence (−log Ẽ), mean_probs, n_clamped. Predictions stay argmax p.
+  Keys: alpha, evidence (Ẽ), tau, u_epi, u_alea, class_split (1 − r_ŷ), msp (1 − max p), expected_entropy,
+  total_entropy, mutual_info, dissonance, neg_log_evidence (−log Ẽ), mean_probs, n_clamped, and misc (the
+  read-out named by config.misc_readout). Predictions stay argmax p.
   """
   if config.latent == "q":
     latents = (q,)
@@ -286,5 +292,7 @@ def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Arra
   pred = jnp.argmax(logits, -1)
   out = dirichlet_readouts(alpha, pred)
   out.update(alpha=alpha, evidence=total, tau=tau, neg_log_evidence=-jnp.log(jnp.maximum(total, 1e-30)),
-             n_clamped=ev["n_clamped"])
+             n_clamped=ev["n_clamped"], class_split=1.0 - jnp.take_along_axis(r, pred[:, None], -1)[:, 0],
+             msp=1.0 - jnp.exp(jnp.max(jax.nn.log_softmax(logits, -1), -1)))
+  out["misc"] = out[config.misc_readout]
   return out

@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["SparseFeatures", "GCN", "GAT", "APPNP", "add_self_loops", "gcn_norm_weights",
+__all__ = ["SparseFeatures", "FirstLinear", "GCN", "GAT", "APPNP", "add_self_loops", "gcn_norm_weights",
            "row_norm_weights", "propagate", "feature_matmul"]
 
 
@@ -80,8 +80,9 @@ def _num_nodes(x: jax.Array | SparseFeatures, num_nodes: int | None) -> int:
   return x.shape[0]
 
 
-class _FirstLinear(nn.Module):
-  """x W (no bias) for dense or sparse x; the kernel has shape [num_features, features]."""
+class FirstLinear(nn.Module):
+  """x W (no bias) for dense or sparse x; the kernel has shape [num_features, features] and is named
+  'kernel'. The node-own first layer of every backbone here (and of method encoders that read node features)."""
 
   features: int
   num_features: int
@@ -107,7 +108,7 @@ class GCN(nn.Module):
   def __call__(self, x, edges: jax.Array, *, num_nodes: int | None = None, train: bool = False) -> dict:
     n = _num_nodes(x, num_nodes)
     s, r, w = gcn_norm_weights(edges, n)
-    q = _FirstLinear(self.hidden, self.num_features, name="conv1")(x, n)
+    q = FirstLinear(self.hidden, self.num_features, name="conv1")(x, n)
     b1 = self.param("bias1", nn.initializers.zeros, (self.hidden,))
     h = nn.relu(propagate(q, s, r, w, n) + b1)
     h = nn.Dropout(self.dropout, deterministic=not train)(h)
@@ -145,7 +146,7 @@ class GAT(nn.Module):
   def __call__(self, x, edges: jax.Array, *, num_nodes: int | None = None, train: bool = False) -> dict:
     n = _num_nodes(x, num_nodes)
     s, r = add_self_loops(edges, n)
-    q = _FirstLinear(self.hidden * self.heads, self.num_features, name="lin1")(x, n)
+    q = FirstLinear(self.hidden * self.heads, self.num_features, name="lin1")(x, n)
     g = q.reshape(n, self.heads, self.hidden)
     b1 = self.param("bias1", nn.initializers.zeros, (self.heads * self.hidden,))
     z = nn.elu(self._attend(g, s, r, n, "layer1", train).reshape(n, -1) + b1)
@@ -174,7 +175,7 @@ class APPNP(nn.Module):
   def __call__(self, x, edges: jax.Array, *, num_nodes: int | None = None, train: bool = False) -> dict:
     n = _num_nodes(x, num_nodes)
     s, r, w = gcn_norm_weights(edges, n)
-    q = _FirstLinear(self.hidden, self.num_features, name="lin1")(x, n)
+    q = FirstLinear(self.hidden, self.num_features, name="lin1")(x, n)
     b1 = self.param("bias1", nn.initializers.zeros, (self.hidden,))
     z = nn.Dropout(self.dropout, deterministic=not train)(nn.relu(q + b1))
     l0 = nn.Dense(self.num_classes, name="lin2")(z)

@@ -100,7 +100,7 @@ def test_validation_family_and_grid():
   config = cfg_module.get_config("validate")
   plan = eviprobe_graphs.plan(config)
   assert not set(config.data.datasets) & {"cora_ml", "citeseer", "cora"}     # CSBM only, never a test graph
-  assert set(config.ablations) == set(pl.GRID) and len(pl.GRID) == 10
+  assert set(config.ablations) == set(pl.GRID) | set(pl.MISC_GRID) and len(pl.GRID) == 10
   assert "gpn" not in config.baselines and plan["settings"] == ("loc", "normal", "bernoulli")
   config.data.csbm.num_nodes = 120
   seed, k, f = config.data.csbm_variants[2]
@@ -108,3 +108,14 @@ def test_validation_family_and_grid():
   assert g["num_classes"] == k and g["features"].shape == (120, f)
   assert pl.ABLATIONS["linear"] == dict(propagation="strength", teleport=0.1)
   assert "linear" in cfg_module.get_config("small").ablations
+
+
+def test_misc_choice_ranks_readouts_by_mean_misc_auroc():
+  def row(m, cell, auc):
+    return common.row(method=m, dataset=f"csbm-0:{cell}", split=0, seed=0, metrics={"misc_auroc": auc}, cost={})
+  rows = [row("misc_u_alea", "loc", 0.9), row("misc_u_alea", "normal", 0.6), row("misc_msp", "loc", 0.8),
+          row("misc_msp", "normal", 0.8), row("xeviprobe", "loc", 1.0), row("grid_none", "loc", 0.99)]
+  best, table = eviprobe_graphs.misc_choice(rows)
+  assert best == "misc_msp" and "misc_msp **(chosen)**" in table and "80.00" in table and "grid_none" not in table
+  assert eviprobe_graphs.misc_choice([row("xeviprobe", "loc", 1.0)]) == ("", "")
+  assert set(cfg_module.MISC_GRID) == set(pl.MISC_GRID) <= set(cfg_module.get_config("validate").ablations)

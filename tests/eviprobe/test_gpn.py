@@ -9,6 +9,7 @@ from jaxml import core
 from jaxml.data import csbm, graph_shift
 from jaxml.eviprobe import gpn, pipeline
 from jaxml.metrics import ood
+from jaxml.nn.gnn import SparseFeatures
 
 CFG = dict(hidden=32, latent=2, flow_layers=6, dropout=0.0, k_prop=10, teleport=0.1, entropy_reg=1e-4, l2=1e-3)
 
@@ -68,6 +69,25 @@ def test_uce_gradient_lowers_loss_along_true_class_only():
 def test_dirichlet_entropy_matches_uniform_case():
   # Dir(1, 1, 1) is uniform on the simplex of volume 1/2: entropy = −log 2
   assert float(gpn.dirichlet_entropy(jnp.ones(3))) == pytest.approx(-np.log(2.0), abs=1e-5)
+
+
+def test_gpn_encoder_reuses_the_shared_first_layer_with_the_same_formula():
+  # GPN's first layer is nn.gnn.FirstLinear (params enc_in/kernel [F, H], enc_bias [H]); the forward must
+  # equal the formula GPN used before the reuse: log q = flows(ReLU(x W_in + b_in) W_out + b_out)
+  f, hid, lat, k, n = 12, 8, 4, 3, 30
+  x = (np.random.default_rng(0).random((n, f)) < 0.3).astype(np.float32) * np.float32(0.5)
+  model = gpn.GPN(num_classes=k, num_features=f, hidden=hid, latent=lat, layers=3, dropout=0.0)
+  params = model.init(jax.random.key(0), x, n)
+  p = jax.tree.map(lambda a: a + 0.1, params)["params"]      # non-zero biases, so a dropped term shows
+  assert p["enc_in"]["kernel"].shape == (f, hid) and p["enc_bias"].shape == (hid,)
+  h = jax.nn.relu(x @ p["enc_in"]["kernel"] + p["enc_bias"])
+  z = h @ p["enc_out"]["kernel"] + p["enc_out"]["bias"]
+  expected = gpn.RadialFlows(k, lat, 3).apply({"params": p["flows"]}, z)
+  got = model.apply({"params": p}, x, n)
+  np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+  rows, cols = np.nonzero(x)
+  sparse = SparseFeatures(jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32), jnp.asarray(x[rows, cols]))
+  np.testing.assert_allclose(np.asarray(model.apply({"params": p}, sparse, n)), np.asarray(expected), rtol=1e-5, atol=1e-5)
 
 
 def _tiny_graph():

@@ -133,3 +133,23 @@ def test_fit_and_score_compile_once():
     chex.assert_tree_all_finite(out)
   with pytest.raises(ValueError, match="unknown typicality"):
     ProbeConfig(typicality="gauss").validate()
+
+
+def test_misc_readouts_are_the_named_quantities():
+  t = _toy()
+  _, out = _fit_score(t)
+  pred = np.asarray(t["logits"]).argmax(-1)
+  p = np.asarray(jax.nn.softmax(jnp.asarray(t["logits"]), -1))
+  np.testing.assert_allclose(np.asarray(out["msp"]), 1.0 - p.max(-1), atol=1e-6)
+  # class_split: 1 − r_ŷ, with α = 1 + Ẽ r, so r_ŷ = (α_ŷ − 1) / Ẽ
+  alpha, ev = np.asarray(out["alpha"]), np.asarray(out["evidence"])
+  r_pred = (alpha[np.arange(pred.size), pred] - 1.0) / ev
+  np.testing.assert_allclose(np.asarray(out["class_split"]), 1.0 - r_pred, rtol=1e-4, atol=1e-5)
+  # u_alea mixes in vacuity: with little evidence it tends to 1 − 1/K, class_split does not
+  assert not np.allclose(np.asarray(out["class_split"]), np.asarray(out["u_alea"]), atol=1e-3)
+  for name in probe.MISC_READOUTS:
+    _, o = _fit_score(t, ProbeConfig(misc_readout=name))
+    np.testing.assert_array_equal(np.asarray(o["misc"]), np.asarray(o[name]))
+    np.testing.assert_array_equal(np.asarray(o["u_epi"]), np.asarray(out["u_epi"]))   # OOD score unchanged
+  with pytest.raises(ValueError, match="misc_readout"):
+    ProbeConfig(misc_readout="vacuity").validate()
