@@ -69,6 +69,10 @@ def get_config(arg=None):
   families = {"fm": "flow", "ct": "consistency"}
   nfe = dict(flow_map=(1, 2, 4), flow=(1, 2, 4, 8, 16, 32) if not smoke else (1, 2), consistency=(1, 2))
   config.nfe = {k: v for k, v in nfe.items() if k in {families.get(m, "flow_map") for m in config.methods}}
+  if "ct" in config.methods:
+    # Consistency sampler with K >= 2: candidate first re-noise times t_mid (then evenly up to 1). Each run picks
+    # one per trained variant and K on the validation set, by the metric that picks p; never on test samples.
+    config.ct_t_mid = (0.1, 0.3, 0.5, 0.7, 0.9)
   # Which network each domain uses (all methods share it): mlp | unet | setnet.
   nets = dict(toy="mlp", gp="mlp", mnist1d="mlp", digits="unet" if paper else "mlp", pointclouds="setnet")
   config.nets = {d: nets[d] for d in domains if d in nets}

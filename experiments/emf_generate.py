@@ -47,6 +47,7 @@ class Plan(NamedTuple):
   classifier: dict | None         # feature classifier (digits, mnist1d)
   num_data: int
   select: dict                    # domain -> validation metric that chooses p and the EMF variant
+  t_mid: tuple[float, ...]        # consistency sampler (K >= 2): candidate first re-noise times (() = 1/K)
 
 
 def plan(config) -> Plan:
@@ -76,7 +77,8 @@ def plan(config) -> Plan:
               int(config.batch_size), _read(config.data), nets, generators, weightings,
               {emf.METHODS[m].sampler: tuple(config.nfe[emf.METHODS[m].sampler]) for m in methods}, train,
               classifier, int(config.mesh.num_data),
-              {d: (config.select_metric.get(_domain(d)) or ev.PRIMARY[d]) for d in datasets})
+              {d: (config.select_metric.get(_domain(d)) or ev.PRIMARY[d]) for d in datasets},
+              tuple(float(v) for v in config.get("ct_t_mid", ())))
 
 
 def _read(section) -> dict:
@@ -187,13 +189,21 @@ def run(config, workdir: str) -> list[dict]:
           cost = {"train_wall_s": res.wall_s, "steps_per_s": res.steps_per_s, "params": core.param_count(params),
                   "steps": p.train["num_steps"], "final_loss": res.train_metrics.get("loss", float("nan"))}
           sample = jax.jit(gen.sample_fn)
-          draw = lambda noise, k: np.asarray(sample(res.params, noise, None, jax.random.key(20_000 + seed),
-                                                    jnp.asarray(k, jnp.int32)))
+          draw = lambda noise, k, key, **kw: np.asarray(sample(res.params, noise, None, jax.random.key(key + seed),
+                                                               jnp.asarray(k, jnp.int32), **kw))
           for k in p.nfe[gen.sampler]:
-            x = draw(x0, k)
-            metrics = {"nfe": k, **ev.score(name, x, data, feats)}
+            opt, chosen = {}, {}
+            if gen.sampler == "consistency" and k > 1 and p.t_mid:
+              # The re-noise time of the K-step consistency sampler is chosen on validation (separate real set,
+              # noise and re-noising keys), by the metric that chooses p; the test draw uses the winner.
+              vals = {tm: ev.score(name, draw(x0_val, k, 40_000, t_mid=tm), data, feats, ref_key="val")
+                      for tm in p.t_mid}
+              tm = ev.pick(vals, p.select[name])
+              opt, chosen = {"t_mid": tm}, {"chosen_t_mid": tm} | {f"val_{m}": v for m, v in vals[tm].items()}
+            x = draw(x0, k, 20_000, **opt)
+            metrics = {"nfe": k, **ev.score(name, x, data, feats)} | chosen
             if k == 1:   # validation scores (separate real set and noise); val_<primary> chooses p and variant
-              val = ev.score(name, draw(x0_val, k), data, feats, ref_key="val")
+              val = ev.score(name, draw(x0_val, k, 40_000), data, feats, ref_key="val")
               metrics |= {f"val_{m}": v for m, v in val.items()}
             rows.append(common.row(method=f"{tag}@{k}", dataset=name, split=0, seed=seed, metrics=metrics,
                                    cost=cost))

@@ -26,7 +26,8 @@ SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Arra
 class Generator(NamedTuple):
   """method: core.Method (init, loss, eval; CT adds init_extra and hooks for its grid schedule);
   sample_fn(params, x0, label, rng, num_steps) -> x1 samples; sampler: 'flow_map', 'flow' or
-  'consistency' (which NFE list of a config applies)."""
+  'consistency' (which NFE list of a config applies). The consistency sampler also takes `t_mid=`, its
+  first re-noise time (default 1/K)."""
 
   method: core.Method
   sample_fn: SampleFn
@@ -116,7 +117,7 @@ def _ct(apply_fn, sections, num_classes):
     return [core.Hook(every=max(total_steps // 64, 1), fn=set_grid)]
 
   return (baselines.make_ct_loss(apply_fn, cfg, num_classes=num_classes),
-          lambda p, x0, lab, rng, k: sample.sample_consistency(apply_fn, p, x0, k, lab, rng),
+          lambda p, x0, lab, rng, k, t_mid=None: sample.sample_consistency(apply_fn, p, x0, k, lab, rng, t_mid),
           (grid(cfg.grid_start), grid(cfg.grid_end), hooks))
 
 

@@ -20,7 +20,7 @@ from jaxml.nn.mlp import MLP
 PRIMARY = {"checkerboard": "energy", "8gaussians": "energy", "moons": "energy", "gp": "energy", "mnist1d": "frechet",
            "digits": "frechet", "pointclouds": "mmd_cd"}
 HIGHER_BETTER = ("modes", "cov_cd")           # every other score is lower-is-better (c2st / nna: 0.5 ideal)
-NOT_SCORES = ("nfe", "chosen_p", "chosen_vc", "chosen_x1", "not_learned")
+NOT_SCORES = ("nfe", "chosen_p", "chosen_vc", "chosen_x1", "chosen_t_mid", "not_learned")
 MODE_SHARE = 0.25                              # a mode is covered when it holds >= 1/4 of its fair share
 FLOORS = ("floor_real", "floor_mean", "floor_noise")
 EMF_VARIANTS = ("emf_u", "emf_u_vc", "emf_x1", "emf_x1_vc")
@@ -102,6 +102,13 @@ def variant(method: str, p: float) -> str:
   return f"{method}/p{p:g}"
 
 
+def pick(val_scores: dict[float, dict[str, float]], metric: str) -> float:
+  """The option (e.g. a sampler's re-noise time) whose validation scores are best on `metric`
+  (lower is better unless HIGHER_BETTER; NaN loses; ties go to the first)."""
+  sign = -1.0 if metric in HIGHER_BETTER else 1.0
+  return min(val_scores, key=lambda o: np.nan_to_num(sign * val_scores[o].get(metric, np.nan), nan=np.inf))
+
+
 def _mean_val(rows: list[dict], name: str, v: str, metric: str) -> float:
   vals = [r["metrics"][f"val_{metric}"] for r in rows if r["dataset"] == name and r["method"] == f"{v}@1"]
   return float(np.mean([np.nan if x is None else x for x in vals]))
@@ -115,7 +122,7 @@ def choose(rows: list[dict], name: str, methods: tuple[str, ...], weightings: di
   Returns (headline rows, {headline: chosen variant})."""
   primary = metric or PRIMARY[name]
   sign = -1.0 if primary in HIGHER_BETTER else 1.0
-  key = lambda v: sign * np.nan_to_num(_mean_val(rows, name, v, primary), nan=np.inf)
+  key = lambda v: np.nan_to_num(sign * _mean_val(rows, name, v, primary), nan=np.inf)   # NaN never wins
   picks = {m: min((variant(m, p) for p in weightings[m]), key=key) for m in methods}
   emf_here = [m for m in EMF_VARIANTS if m in methods]
   if emf_here:
@@ -197,6 +204,8 @@ def headline(rows: list[dict], name: str, metrics: tuple[str, ...], methods: tup
     chosen = "" if "chosen_p" not in met else (
         ("vc" if met.get("chosen_vc") else "model") + ("/x1" if met.get("chosen_x1") else "/u") + ", "
         if "chosen_vc" in met else "") + f"p={met['chosen_p']:g}"
+    if "chosen_t_mid" in met:     # one re-noise time per seed (each run picks its own on validation)
+      chosen += ", t_mid=" + "/".join(f"{r['metrics'].get('chosen_t_mid', float('nan')):g}" for r in mr)
     walls = [np.nan if r["cost"].get("train_wall_s") is None else r["cost"]["train_wall_s"] for r in mr]
     wall = np.median(walls) if m not in FLOORS else np.nan
     lines.append(f"| {m} | {len(mr) if m not in FLOORS else ''} | "

@@ -3,7 +3,8 @@
 - flow-map u: `x <- x + (tau' - tau) u(x, tau, tau')`; K = 1 is `x0 + u(x0, 0, 1)` bit for bit.
 - flow-map x1: `x <- ((1 - tau') x + (tau' - tau) xh(x, tau, tau')) / (1 - tau)`; K = 1 is `xh(x0, 0, 1)`.
 - flow (instantaneous velocity, flow matching): Euler `x <- x + (tau' - tau) v(x, tau, tau)`.
-- consistency: `f(x, t) = x + (1 - t) F(x, t, 1)`; K = 1 is `f(x0, 0)`, K = 2 re-noises to t = 1/2.
+- consistency: `f(x, t) = x + (1 - t) F(x, t, 1)`; K = 1 is `f(x0, 0)`; step k re-noises the last estimate to
+  t_k = t_mid + (k - 1)(1 - t_mid)/(K - 1) along a fresh path and applies f (t_mid = 1/K gives t_k = k/K).
 
 `num_steps` may be a traced integer (one compiled sampler serves every K).
 """
@@ -62,15 +63,25 @@ def consistency_fn(apply_fn: ApplyFn, params: Any, x: jax.Array, t: jax.Array,
   return x + scale * apply_fn(params, x, t, jnp.ones_like(t), label)
 
 
+def _renoise_time(k: jax.Array, num_steps: int | jax.Array, t_mid: float | jax.Array | None, dtype) -> jax.Array:
+  """t_k = t_mid + (k - 1)(1 - t_mid)/(K - 1) for k = 1 .. K - 1; t_mid = None is 1/K (then t_k = k/K)."""
+  n = jnp.asarray(num_steps).astype(dtype)
+  first = 1 / n if t_mid is None else jnp.asarray(t_mid, dtype)
+  return first + (k - 1).astype(dtype) * (1 - first) / jnp.maximum(n - 1, 1)
+
+
 def sample_consistency(apply_fn: ApplyFn, params: Any, x0: jax.Array, num_steps: int,
-                       label: jax.Array | None = None, rng: jax.Array | None = None) -> jax.Array:
-  """One step f(x0, 0); further steps re-noise to t_k = k / K along a fresh path and apply f."""
+                       label: jax.Array | None = None, rng: jax.Array | None = None,
+                       t_mid: float | jax.Array | None = None) -> jax.Array:
+  """One step f(x0, 0); step k >= 1 re-noises the estimate x to t_k (`_renoise_time`) along a fresh
+  path, x_t = (1 - t_k) z + t_k x with z ~ N(0, I) (the training path), and applies f(x_t, t_k).
+  t_mid: the first re-noise time (None: 1/K, the uniform grid t_k = k/K)."""
   if rng is None:
     raise ValueError("consistency sampling needs an rng (re-noising after the first step)")
   x = consistency_fn(apply_fn, params, x0, jnp.zeros((x0.shape[0],), x0.dtype), label)
 
   def body(k, x):
-    t = k.astype(x.dtype) / jnp.asarray(num_steps).astype(x.dtype)
+    t = _renoise_time(k, num_steps, t_mid, x.dtype)
     z = jax.random.normal(jax.random.fold_in(rng, k), x.shape, x.dtype)
     xt = (1 - t) * z + t * x
     return consistency_fn(apply_fn, params, xt, _full(t, x), label)

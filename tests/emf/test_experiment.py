@@ -8,11 +8,15 @@ from experiments import common
 from experiments import emf_generate
 
 
-def test_smoke_run_writes_rows(tmp_path):
+def test_smoke_run_writes_rows(tmp_path, monkeypatch):
   config = cfg_mod.get_config("smoke:datasets=checkerboard,methods=emf_u+ct,steps=4")
   config.data.toy_train = 256
   config.data.toy_eval = 128
   config.log_every = 2
+  picks = []
+  pick = emf_generate.ev.pick
+  monkeypatch.setattr(emf_generate.ev, "pick", lambda vals, metric: picks.append((vals, metric, pick(vals, metric)))
+                      or picks[-1][2])
   rows = emf_generate.run(config, str(tmp_path))
   variants = {f"{m}/p{p}@{k}" for m, ks in (("emf_u", (1, 2, 4)), ("ct", (1, 2))) for p in (0, 1) for k in ks}
   heads = {"emf_u@1", "emf_u@2", "emf_u@4", "ct@1", "ct@2", "emf@1", "emf@2", "emf@4"}
@@ -31,6 +35,15 @@ def test_smoke_run_writes_rows(tmp_path):
     val = {p: by[f"{head}/p{p}@1"]["val_energy"] for p in (0, 1)}
     assert val[int(chosen)] == min(val.values())
     assert by[f"{head}@1"]["energy"] == by[f"{head}/p{int(chosen)}@1"]["energy"]
+  # CT@2's re-noise time: one pick per trained variant among the config's candidates, on validation scores,
+  # whose validation scores the row keeps; the headline copies its variant's choice.
+  assert len(picks) == 2 and all(tuple(v) == tuple(config.ct_t_mid) and m == "energy" for v, m, _ in picks)
+  for p, (vals, _, tm) in zip((0, 1), picks):
+    row = by[f"ct/p{p}@2"]
+    assert row["chosen_t_mid"] == tm and vals[tm]["energy"] == min(v["energy"] for v in vals.values())
+    assert row["val_energy"] == vals[tm]["energy"] != row["energy"]
+  assert by["ct@2"]["chosen_t_mid"] == by[f"ct/p{int(by['ct@2']['chosen_p'])}@2"]["chosen_t_mid"]
+  assert "chosen_t_mid" not in by["ct@1"] and "chosen_t_mid" not in by["emf_u@2"]
   for m, r in by.items():
     if not m.startswith("floor"):
       assert r["not_learned"] == float(r["energy"] >= by["floor_noise"]["energy"])
@@ -38,6 +51,18 @@ def test_smoke_run_writes_rows(tmp_path):
   assert "floor_noise" in open(tmp_path / "summary.md").read()
   common.write_json(str(tmp_path / "results.json"), {"rows": rows})
   assert json.load(open(tmp_path / "results.json"))["rows"][3]["metrics"]["nfe"] == 1
+
+
+def test_pick_takes_the_best_validation_option():
+  from jaxml.emf import evaluate
+  vals = {0.1: {"energy": 0.3, "modes": 0.5}, 0.5: {"energy": 0.1, "modes": 0.9}, 0.9: {"energy": float("nan")},
+          0.7: {"energy": 0.2, "modes": 1.0}}
+  assert evaluate.pick(vals, "energy") == 0.5          # lower is better; NaN never wins
+  assert evaluate.pick(vals, "modes") == 0.7           # coverage: higher is better
+  # The same for the weighting choice: a variant without a (finite) validation score never wins.
+  row = lambda m, modes: common.row(method=m, dataset="8gaussians", seed=0, metrics={"nfe": 1, "val_modes": modes})
+  rows = [row("emf_u/p0@1", 0.5), row("emf_u/p1@1", float("nan"))]
+  assert evaluate.choose(rows, "8gaussians", ("emf_u",), {"emf_u": (0.0, 1.0)}, "modes")[1]["emf_u"] == "emf_u/p0"
 
 
 def test_unknown_names_are_rejected():

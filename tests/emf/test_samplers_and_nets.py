@@ -65,6 +65,40 @@ def test_u_and_x1_samplers_agree_and_count_nfe(k):
   assert len(calls) == min(k, 2) and xc.shape == x0.shape
 
 
+@pytest.mark.parametrize("k,t_mid,times", [(2, 0.8, (0.0, 0.8)), (3, 0.4, (0.0, 0.4, 0.7)),
+                                             (4, None, (0.0, 0.25, 0.5, 0.75)), (2, None, (0.0, 0.5))])
+def test_consistency_sampler_renoises_at_t_mid_along_the_training_path(k, t_mid, times):
+  # With F = 0, f(x, t) = x, so each step returns its re-noised input (1 - t_k) z_k + t_k x: the output pins
+  # both the re-noise times (t_mid first, then evenly up to 1; default k/K) and the path they re-noise along.
+  seen = []
+
+  def zero_field(p, x, t, r, label=None):
+    jax.debug.callback(lambda tt, rr: seen.append((float(tt[0]), float(rr[0]))), t, r)
+    return jnp.zeros_like(x)
+
+  x0 = jax.random.normal(jax.random.key(3), (5, 2))
+  rng = jax.random.key(4)
+  got = sample.sample_consistency(zero_field, None, x0, k, None, rng, t_mid)
+  jax.block_until_ready(got)
+  np.testing.assert_allclose([t for t, _ in seen], times, atol=1e-6)
+  assert all(r == 1.0 for _, r in seen)
+  want = x0
+  for j, t in enumerate(times[1:], start=1):
+    want = (1 - t) * jax.random.normal(jax.random.fold_in(rng, j), x0.shape) + t * want
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_consistency_sampler_compiles_once_for_every_t_mid():
+  chex.clear_trace_counter()
+  x0 = jax.random.normal(jax.random.key(2), (4, 2))
+  gen = api.make_generator(_config("ct"))
+  params = jax.tree.map(lambda l: l + 0.3 * jax.random.normal(jax.random.key(5), l.shape),
+                        gen.method.init(jax.random.key(0), {"x": x0}))
+  draw = jax.jit(chex.assert_max_traces(gen.sample_fn, n=1))
+  outs = [draw(params, x0, None, jax.random.key(0), jnp.asarray(2), t_mid=tm) for tm in (0.2, 0.6, 0.9)]
+  assert float(jnp.max(jnp.abs(outs[0] - outs[1]))) > 1e-4      # t_mid changes the second step
+
+
 def test_setnet_is_permutation_equivariant():
   x = jax.random.normal(jax.random.key(0), (2, 16, 3))
   net, apply_fn = _net("setnet")
