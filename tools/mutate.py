@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # package -> (modules to mutate, tests that guard them). Fast tests only: each surviving mutant
 # costs one run of the tests that cover the mutated function.
 SCOPES: dict[str, tuple[list[str], list[str]]] = {
-    "metrics": (["jaxml/metrics/ood.py", "jaxml/metrics/calibration.py", "jaxml/metrics/ranking.py"],
+    "metrics": (["jaxml/metrics/ood.py", "jaxml/metrics/calibration.py", "jaxml/metrics/ranking.py",
+                 "jaxml/metrics/mia.py", "jaxml/metrics/mcmc.py"],
                 ["tests/metrics"]),
     "emf": (["jaxml/emf/losses.py"],
             ["tests/emf/test_losses_by_hand.py", "tests/emf/test_gradients.py", "tests/emf/test_losses.py"]),

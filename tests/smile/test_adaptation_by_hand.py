@@ -154,3 +154,50 @@ def test_preconditioner_state_update_and_inverse_mass():
     r = np.clip(q / np.sqrt(np.mean(q ** 2)), c.r_min, c.r_max)
     got = adapt.precond_inverse_mass(adapt.PrecondState(np.zeros(4, np.float32), w.astype(np.float32)), c)
     np.testing.assert_allclose(got, 1.0 / r ** 2, rtol=1e-5)
+
+
+def _mile_reference(logd, pos, rng, num_steps, f1, f2, f3, energy_var, n_eff, trust, l_factor, eps0, diagonal):
+  """MILE's warmup written out: blackjax's MCLMC tuner started from L = max(√d, 15), ε₀ and a unit mass."""
+  import blackjax
+  import jax
+  import jax.numpy as jnp
+  from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
+  from blackjax.mcmc import integrators, mclmc
+
+  init_rng, tune_rng = jax.random.split(rng)
+  dim = pos.shape[0]
+  params = MCLMCAdaptationState(L=jnp.float32(max(np.sqrt(dim), 15.0)), step_size=jnp.float32(eps0),
+                                inverse_mass_matrix=jnp.ones((dim,), jnp.float32))
+  return blackjax.mclmc_find_L_and_step_size(
+      mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan, desired_energy_var=energy_var), num_steps,
+      mclmc.init(pos, logd, init_rng), tune_rng, logdensity_fn=logd, frac_tune1=f1, frac_tune2=f2, frac_tune3=f3,
+      desired_energy_var=energy_var, trust_in_estimate=trust, num_effective_samples=n_eff,
+      diagonal_preconditioning=diagonal, params=params, l_factor=l_factor)
+
+
+def test_mile_warmup_defaults_are_mile_s():
+  """MILE's warmup settings (the docstring's): 80/10/10 % phases, energy-variance target 0.1, ε₀ = 1e-3."""
+  import inspect
+
+  defaults = {k: v.default for k, v in inspect.signature(adapt.mile_warmup).parameters.items()
+              if v.default is not inspect.Parameter.empty}
+  assert defaults == dict(frac_tune1=0.8, frac_tune2=0.1, frac_tune3=0.1, desired_energy_var=0.1,
+                          num_effective_samples=100, trust_in_estimate=1.5, l_factor=0.4, initial_step_size=1e-3,
+                          diagonal_preconditioning=False)
+
+
+def test_mile_warmup_is_blackjax_tuning_from_the_mile_start():
+  """Every setting differs from blackjax's defaults and MILE's, so each one must reach the tuner."""
+  import jax
+  import jax.numpy as jnp
+
+  scales = jnp.asarray([0.3, 1.0, 3.0], jnp.float32)
+  logd = lambda x: -0.5 * jnp.sum((x / scales) ** 2)
+  pos, rng = jnp.asarray([0.5, -0.2, 1.0], jnp.float32), jax.random.key(4)
+  got = adapt.mile_warmup(logd, pos, rng, num_steps=24, frac_tune1=0.5, frac_tune2=0.2, frac_tune3=0.25,
+                          desired_energy_var=0.02, num_effective_samples=30, trust_in_estimate=2.5, l_factor=0.7,
+                          initial_step_size=0.3, diagonal_preconditioning=True)
+  want = _mile_reference(logd, pos, rng, 24, 0.5, 0.2, 0.25, 0.02, 30, 2.5, 0.7, 0.3, True)
+  assert jax.tree.structure(got) == jax.tree.structure(want)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
