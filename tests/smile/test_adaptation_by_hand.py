@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 from scipy.special import ndtri
+from scipy.stats import chi2
 
 from jaxml.smile import adaptation as adapt
 
@@ -201,3 +202,61 @@ def test_mile_warmup_is_blackjax_tuning_from_the_mile_start():
   assert jax.tree.structure(got) == jax.tree.structure(want)
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+_EQ = adapt.TunerConfig(energy_quantile=0.8, quantile_gain=0.3, target_energy_var=1e-2, adapt_steps=7,
+                        eps_min=1e-3, eps_max=0.5, eps_floor_frac=0.1, resolution_ulps=4.0)
+_TAU = 1e-2 * chi2.ppf(0.8, 1)           # target · F⁻¹_χ²₁(q)
+
+
+def _eq_update(eps, de, dim, t, mean, cfg, eps0, nonfinite, scale):
+  """The energy_quantile rule of the module doc in float64: (ε, running mean of log ε, t + 1)."""
+  q = cfg.energy_quantile
+  below = (not nonfinite) and de ** 2 / dim <= cfg.target_energy_var * chi2.ppf(q, 1)
+  resolved = abs(de) > cfg.resolution_ulps * 2.0 ** -23 * scale
+  horizon = cfg.adapt_steps
+  half = max(horizon // 2, 1)
+  gain = cfg.quantile_gain * (min(1.0, half / t) if horizon > 0 else 1.0)
+  log_e = np.log(eps) + gain * ((1.0 - q) * resolved if below else -q)
+  if nonfinite:
+    log_e = np.log(eps / 2)
+  log_e = np.clip(log_e, np.log(max(cfg.eps_min, cfg.eps_floor_frac * eps0)), np.log(cfg.eps_max))
+  if horizon <= 0:
+    return np.exp(log_e), mean, t + 1
+  avg = mean + (log_e - mean) / max(t - half, 1) if t > half else log_e
+  if t > horizon:
+    return eps, mean, t + 1
+  return (np.exp(avg) if t == horizon else np.exp(log_e)), avg, t + 1
+
+
+_S = np.sqrt(_TAU * 5)     # |ΔE| with ΔE²/d = τ at d = 5
+# (ε, ΔE, t, running mean, non-finite, scale, config changes); d = 5 throughout
+_EQ_CASES = [
+    (0.1, -1.5 * _S, 2, 0.0, False, 0.0, {}),          # negative ΔE above τ: shrink
+    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, {}),           # ΔE²/d < τ < ΔE²·d: grow
+    (0.1, 0.6 * _S, 4, -2.0, False, 0.0, {}),          # t > adapt_steps // 2 = 3: gain 3/4, averaging
+    (0.1, 1.5 * _S, 7, -2.3, False, 0.0, {}),          # t = adapt_steps: ε is the average
+    (0.1, 0.6 * _S, 9, -2.3, False, 0.0, {}),          # frozen
+    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, dict(adapt_steps=3)),     # half = 1: gain 1/2
+    (0.1, 0.6 * _S, 3, -2.0, False, 0.0, dict(adapt_steps=0)),    # constant gain, never frozen
+    (0.1, 1e-7, 2, 0.0, False, None, {}),              # the default scale 0: any |ΔE| > 0 is resolved
+    (0.1, 3 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 3 ulps of |ℓ|: not resolved, no growth
+    (0.1, 8 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 8 ulps: resolved, grows
+    (0.1, 0.6 * _S, 2, 0.0, True, 0.0, {}),            # non-finite: halve
+    (0.011, 1.5 * _S, 2, 0.0, False, 0.0, {}),         # the floor 0.1 ε₀ = 0.01
+    (0.48, 0.6 * _S, 2, 0.0, False, 0.0, {}),          # the cap eps_max
+]
+
+
+@pytest.mark.parametrize("case", range(len(_EQ_CASES)))
+def test_energy_quantile_update_follows_its_formula(case):
+  eps, de, t, mean, bad, scale, change = _EQ_CASES[case]
+  cfg = _EQ._replace(**change)
+  state = adapt.TunerState(np.float32(mean), np.float32(0.25), np.int32(t))
+  args = (np.float32(eps), np.float32(de), 5, state, cfg, np.float32(0.1), np.bool_(bad))
+  got_eps, got = adapt.energy_quantile_update(*args) if scale is None else adapt.energy_quantile_update(*args, scale)
+  want_eps, want_mean, want_t = _eq_update(eps, float(np.float32(de)), 5, t, mean, cfg, 0.1, bad, scale or 0.0)
+  np.testing.assert_allclose(float(got_eps), want_eps, rtol=2e-6)
+  np.testing.assert_allclose(float(got.mean), want_mean, rtol=2e-6, atol=1e-7)
+  assert int(got.t) == want_t and float(got.std) == np.float32(0.25)
+  assert got.mean.dtype == np.float32 and (cfg.adapt_steps == 0 or got_eps.dtype == np.float32)
