@@ -240,6 +240,8 @@ _EQ_CASES = [
     (0.1, 0.6 * _S, 2, 0.0, False, 0.0, dict(adapt_steps=3)),     # half = 1: gain 1/2
     (0.1, 0.6 * _S, 3, -2.0, False, 0.0, dict(adapt_steps=0)),    # constant gain, never frozen
     (0.1, 1e-7, 2, 0.0, False, None, {}),              # the default scale 0: any |ΔE| > 0 is resolved
+    (0.1, 0.0, 2, 0.0, False, None, {}),               # ΔE = 0 is no evidence, even at the scale 0
+    (0.1, 0.6 * _S, 2, -2.3, False, 0.0, dict(adapt_steps=1)),    # one tuning step: frozen from t = 2
     (0.1, 3 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 3 ulps of |ℓ|: not resolved, no growth
     (0.1, 8 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 8 ulps: resolved, grows
     (0.1, 0.6 * _S, 2, 0.0, True, 0.0, {}),            # non-finite: halve
