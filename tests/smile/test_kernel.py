@@ -283,6 +283,7 @@ _TUNER = dict(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_f
 _STEP_CASES = [
     ("psmile", dict(), (True, True), "ref", (0.05, 0.03, 6), 0.3),
     ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 6), 0.3),          # |ΔE| ≫ Q(p_reset): reset
+    ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 4), 0.3),          # the same at t = freeze_steps
     ("smile", dict(), (False, True), "ref", (0.05, 0.03, 6), 0.3),          # smile's default is tuned
     ("psmile", dict(tuner="energy_var"), (True, True), "energy_var", (1e-3, 0.0, 6), 0.3),
     ("smile", dict(tuner="energy_quantile"), (False, True), "energy_quantile", (-1.0, 0.0, 8), 0.3),
@@ -370,6 +371,16 @@ def test_nonfinite_naive_step_halves_to_the_floor_and_a_stale_infinite_logdensit
   assert not bool(info.nonans)
   chex.assert_trees_all_equal(new.position, stale.position)
   assert float(new.step_size) == pytest.approx(0.05)
+  # The reverted velocity: −u for a unit u (here Σu³ < 0), ĝ_old = g/|g| when u = 0 (after a reset).
+  u = np.array([-0.5, 0.2, -0.6, 0.3, -0.4], np.float32) / np.linalg.norm([-0.5, 0.2, -0.6, 0.3, -0.4])
+  for mom, want in ((u, -u), (np.zeros(5, np.float32), None)):
+    st = good._replace(integrator=good.integrator._replace(momentum={"a": jnp.asarray(mom[:2]),
+                                                                     "b": jnp.asarray(mom[2:])}))
+    new, info = s.step(jax.random.key(6), st, bad)
+    assert not bool(info.nonans)
+    g = ravel_pytree(st.integrator.logdensity_grad)[0]
+    want = g / jnp.linalg.norm(g) if want is None else want
+    np.testing.assert_allclose(ravel_pytree(new.integrator.momentum)[0], want, rtol=1e-6, atol=1e-7)
 
 
 def test_init_variant_step_size_dtype_and_gradient_count():
