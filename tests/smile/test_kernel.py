@@ -362,6 +362,7 @@ def test_nonfinite_naive_step_halves_to_the_floor_and_a_stale_infinite_logdensit
   for i in range(3):
     state, info = s.step(jax.random.key(i), state, bad)
     assert not bool(info.nonans)
+    assert float(info.kinetic_change) == float(info.energy_change) == 0.0
     steps.append(float(state.step_size))
   np.testing.assert_allclose(steps, [0.05, 0.03, 0.03], rtol=1e-6)     # max(ε/2, 0.3 ε₀)
   # A state whose stored ℓ is -inf: ΔE is not finite, so the step is reverted although ℓ_new and g are finite.
@@ -404,3 +405,19 @@ def test_sanitize_and_tree_finite():
   assert bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.zeros(3)}))
   assert not bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.asarray([0.0, np.nan, 1.0])}))
   assert not bool(kernel._tree_finite({"a": jnp.asarray([np.inf, 1.0]), "b": jnp.zeros(3)}))
+
+
+def test_make_integrator_defaults_unit_mass_and_clipped_gradients():
+  """Defaults: unit inverse mass (= isokinetic McLachlan with c = 1) and gradients clipped to ±GRAD_CLIP."""
+  _, _, full, _ = _diag_gaussian()
+  state = integrators.new_integrator_state(full, jnp.arange(6.0) / 7.0, jnp.ones((6,)) / jnp.sqrt(6.0))
+  ref, dk_ref = integrators.isokinetic_mclachlan(full)(state, 0.3)
+  ours, dk, _ = kernel.make_integrator(full)(state, 0.3)
+  chex.assert_trees_all_close(ours, ref, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(dk, dk_ref, rtol=1e-6)
+  steep = lambda x: full(x) + 3e6 * x[0]                     # ∂ℓ/∂x₀ ≈ 3e6 > GRAD_CLIP
+  st = integrators.new_integrator_state(steep, jnp.zeros(6), jnp.ones((6,)) / jnp.sqrt(6.0))
+  clipped, _, finite = kernel.make_integrator(steep)(st, 1e-3)
+  raw, _, _ = kernel.make_integrator(steep, sanitize=False)(st, 1e-3)
+  assert bool(finite) and float(clipped.logdensity_grad[0]) == kernel.GRAD_CLIP
+  assert float(raw.logdensity_grad[0]) > 2e6
