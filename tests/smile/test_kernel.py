@@ -421,3 +421,15 @@ def test_make_integrator_defaults_unit_mass_and_clipped_gradients():
   raw, _, _ = kernel.make_integrator(steep, sanitize=False)(st, 1e-3)
   assert bool(finite) and float(clipped.logdensity_grad[0]) == kernel.GRAD_CLIP
   assert float(raw.logdensity_grad[0]) > 2e6
+
+
+def test_make_integrator_flags_a_non_finite_midpoint():
+  """`finite` covers both position updates: ℓ = NaN at the midpoint only (the end point is fine)."""
+  _, _, full, _ = _diag_gaussian()
+  state = integrators.new_integrator_state(full, jnp.zeros(6), jnp.ones((6,)) / jnp.sqrt(6.0))
+  clean, _, ok = kernel.make_integrator(full)(state, 0.5)
+  end = float(clean.position[0])
+  assert bool(ok) and end > 0
+  holed = lambda x: full(x) + jnp.where(jnp.abs(x[0] - end) < 1e-4, 0.0, jnp.nan)   # NaN except at the end
+  new, _, finite = kernel.make_integrator(holed)(state, 0.5)
+  assert np.isfinite(float(new.logdensity)) and not bool(finite)
