@@ -74,7 +74,8 @@ PRELOAD: dict[str, list[str]] = {
 # Minimum scores (%) measured so far (docs/results/tests.md); `--check` fails below them. For eviprobe, sol
 # and unlearning the number is over the mutants checked so far (some are unchecked); a full run counts all.
 # emf: the lower of its two partial runs (89.4 % and 94.2 %, with different guarding tests).
-RATCHET: dict[str, float] = {"metrics": 85.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 91.0,
+# metrics: 90.9 % over all five modules (session h28: mia.py and mcmc.py joined the scope).
+RATCHET: dict[str, float] = {"metrics": 90.0, "causal_reward": 92.0, "eviprobe": 87.5, "sol": 91.0,
                              "unlearning": 96.5, "smile": 93.0, "emf": 89.0}
 
 
