@@ -264,6 +264,7 @@ def _check_step(sampler, logd, state, mb, key, **ref):
   assert bool(info.nonans) == ref_info["nonans"] and bool(info.reset) == ref_info["reset"]
   np.testing.assert_allclose(info.energy_change, ref_info["energy_change"], rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(info.step_size, eps_new, rtol=1e-6)
+  np.testing.assert_allclose(info.logdensity, out[2], rtol=1e-5, atol=1e-5)
   chex.assert_trees_all_equal(new.variant, state.variant)
   return new, info
 
@@ -432,4 +433,15 @@ def test_make_integrator_flags_a_non_finite_midpoint():
   assert bool(ok) and end > 0
   holed = lambda x: full(x) + jnp.where(jnp.abs(x[0] - end) < 1e-4, 0.0, jnp.nan)   # NaN except at the end
   new, _, finite = kernel.make_integrator(holed)(state, 0.5)
+  assert np.isfinite(float(new.logdensity)) and not bool(finite)
+
+  @jax.custom_jvp
+  def nan_grad(x):                                     # finite ℓ everywhere, NaN gradient
+    return full(x)
+
+  @nan_grad.defjvp
+  def _nan_grad_jvp(primals, tangents):
+    return full(primals[0]), jnp.nan * jnp.sum(tangents[0])
+
+  new, _, finite = kernel.make_integrator(nan_grad)(state, 0.5)
   assert np.isfinite(float(new.logdensity)) and not bool(finite)
