@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 from scipy.special import ndtri
+from scipy.stats import chi2
 
 from jaxml.smile import adaptation as adapt
 
@@ -154,3 +155,110 @@ def test_preconditioner_state_update_and_inverse_mass():
     r = np.clip(q / np.sqrt(np.mean(q ** 2)), c.r_min, c.r_max)
     got = adapt.precond_inverse_mass(adapt.PrecondState(np.zeros(4, np.float32), w.astype(np.float32)), c)
     np.testing.assert_allclose(got, 1.0 / r ** 2, rtol=1e-5)
+
+
+def _mile_reference(logd, pos, rng, num_steps, f1, f2, f3, energy_var, n_eff, trust, l_factor, eps0, diagonal):
+  """MILE's warmup written out: blackjax's MCLMC tuner started from L = max(√d, 15), ε₀ and a unit mass."""
+  import blackjax
+  import jax
+  import jax.numpy as jnp
+  from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
+  from blackjax.mcmc import integrators, mclmc
+
+  init_rng, tune_rng = jax.random.split(rng)
+  dim = pos.shape[0]
+  params = MCLMCAdaptationState(L=jnp.float32(max(np.sqrt(dim), 15.0)), step_size=jnp.float32(eps0),
+                                inverse_mass_matrix=jnp.ones((dim,), jnp.float32))
+  return blackjax.mclmc_find_L_and_step_size(
+      mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan, desired_energy_var=energy_var), num_steps,
+      mclmc.init(pos, logd, init_rng), tune_rng, logdensity_fn=logd, frac_tune1=f1, frac_tune2=f2, frac_tune3=f3,
+      desired_energy_var=energy_var, trust_in_estimate=trust, num_effective_samples=n_eff,
+      diagonal_preconditioning=diagonal, params=params, l_factor=l_factor)
+
+
+def test_mile_warmup_defaults_are_mile_s():
+  """MILE's warmup settings (the docstring's): 80/10/10 % phases, energy-variance target 0.1, ε₀ = 1e-3."""
+  import inspect
+
+  defaults = {k: v.default for k, v in inspect.signature(adapt.mile_warmup).parameters.items()
+              if v.default is not inspect.Parameter.empty}
+  assert defaults == dict(frac_tune1=0.8, frac_tune2=0.1, frac_tune3=0.1, desired_energy_var=0.1,
+                          num_effective_samples=100, trust_in_estimate=1.5, l_factor=0.4, initial_step_size=1e-3,
+                          diagonal_preconditioning=False)
+
+
+def test_mile_warmup_is_blackjax_tuning_from_the_mile_start():
+  """Every setting differs from blackjax's defaults and MILE's, so each one must reach the tuner."""
+  import jax
+  import jax.numpy as jnp
+
+  scales = jnp.asarray([0.3, 1.0, 3.0], jnp.float32)
+  logd = lambda x: -0.5 * jnp.sum((x / scales) ** 2)
+  pos, rng = jnp.asarray([0.5, -0.2, 1.0], jnp.float32), jax.random.key(4)
+  got = adapt.mile_warmup(logd, pos, rng, num_steps=24, frac_tune1=0.5, frac_tune2=0.2, frac_tune3=0.25,
+                          desired_energy_var=0.02, num_effective_samples=30, trust_in_estimate=2.5, l_factor=0.7,
+                          initial_step_size=0.3, diagonal_preconditioning=True)
+  want = _mile_reference(logd, pos, rng, 24, 0.5, 0.2, 0.25, 0.02, 30, 2.5, 0.7, 0.3, True)
+  assert jax.tree.structure(got) == jax.tree.structure(want)
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+_EQ = adapt.TunerConfig(energy_quantile=0.8, quantile_gain=0.3, target_energy_var=1e-2, adapt_steps=7,
+                        eps_min=1e-3, eps_max=0.5, eps_floor_frac=0.1, resolution_ulps=4.0)
+_TAU = 1e-2 * chi2.ppf(0.8, 1)           # target · F⁻¹_χ²₁(q)
+
+
+def _eq_update(eps, de, dim, t, mean, cfg, eps0, nonfinite, scale):
+  """The energy_quantile rule of the module doc in float64: (ε, running mean of log ε, t + 1)."""
+  q = cfg.energy_quantile
+  below = (not nonfinite) and de ** 2 / dim <= cfg.target_energy_var * chi2.ppf(q, 1)
+  resolved = abs(de) > cfg.resolution_ulps * 2.0 ** -23 * scale
+  horizon = cfg.adapt_steps
+  half = max(horizon // 2, 1)
+  gain = cfg.quantile_gain * (min(1.0, half / t) if horizon > 0 else 1.0)
+  log_e = np.log(eps) + gain * ((1.0 - q) * resolved if below else -q)
+  if nonfinite:
+    log_e = np.log(eps / 2)
+  log_e = np.clip(log_e, np.log(max(cfg.eps_min, cfg.eps_floor_frac * eps0)), np.log(cfg.eps_max))
+  if horizon <= 0:
+    return np.exp(log_e), mean, t + 1
+  avg = mean + (log_e - mean) / max(t - half, 1) if t > half else log_e
+  if t > horizon:
+    return eps, mean, t + 1
+  return (np.exp(avg) if t == horizon else np.exp(log_e)), avg, t + 1
+
+
+_S = np.sqrt(_TAU * 5)     # |ΔE| with ΔE²/d = τ at d = 5
+# (ε, ΔE, t, running mean, non-finite, scale, config changes); d = 5 throughout
+_EQ_CASES = [
+    (0.1, -1.5 * _S, 2, 0.0, False, 0.0, {}),          # negative ΔE above τ: shrink
+    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, {}),           # ΔE²/d < τ < ΔE²·d: grow
+    (0.1, 0.6 * _S, 4, -2.0, False, 0.0, {}),          # t > adapt_steps // 2 = 3: gain 3/4, averaging
+    (0.1, 1.5 * _S, 7, -2.3, False, 0.0, {}),          # t = adapt_steps: ε is the average
+    (0.1, 0.6 * _S, 9, -2.3, False, 0.0, {}),          # frozen
+    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, dict(adapt_steps=3)),     # half = 1: gain 1/2
+    (0.1, 0.6 * _S, 3, -2.0, False, 0.0, dict(adapt_steps=0)),    # constant gain, never frozen
+    (0.1, 1e-7, 2, 0.0, False, None, {}),              # the default scale 0: any |ΔE| > 0 is resolved
+    (0.1, 0.0, 2, 0.0, False, None, {}),               # ΔE = 0 is no evidence, even at the scale 0
+    (0.1, 0.6 * _S, 2, -2.3, False, 0.0, dict(adapt_steps=1)),    # one tuning step: frozen from t = 2
+    (0.1, 3 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 3 ulps of |ℓ|: not resolved, no growth
+    (0.1, 8 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 8 ulps: resolved, grows
+    (0.1, 0.6 * _S, 2, 0.0, True, 0.0, {}),            # non-finite: halve
+    (0.011, 1.5 * _S, 2, 0.0, False, 0.0, {}),         # the floor 0.1 ε₀ = 0.01
+    (0.48, 0.6 * _S, 2, 0.0, False, 0.0, {}),          # the cap eps_max
+]
+
+
+@pytest.mark.parametrize("case", range(len(_EQ_CASES)))
+def test_energy_quantile_update_follows_its_formula(case):
+  eps, de, t, mean, bad, scale, change = _EQ_CASES[case]
+  cfg = _EQ._replace(**change)
+  state = adapt.TunerState(np.float32(mean), np.float32(0.25), np.int32(t))
+  args = (np.float32(eps), np.float32(de), 5, state, cfg, np.float32(0.1), np.bool_(bad))
+  got_eps, got = adapt.energy_quantile_update(*args) if scale is None else adapt.energy_quantile_update(*args, scale)
+  want_eps, want_mean, want_t = _eq_update(eps, float(np.float32(de)), 5, t, mean, cfg, 0.1, bad, scale or 0.0)
+  np.testing.assert_allclose(float(got_eps), want_eps, rtol=2e-6)
+  np.testing.assert_allclose(float(got.mean), want_mean, rtol=2e-6, atol=1e-7)
+  assert int(got.t) == want_t and float(got.std) == np.float32(0.25)
+  assert got.mean.dtype == np.float32 and (cfg.adapt_steps == 0 or got_eps.dtype == np.float32)

@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from blackjax.mcmc import integrators
+from jax.flatten_util import ravel_pytree
 
+from jaxml.smile import adaptation as adapt
 from jaxml.smile import chains, kernel
 from tests.smile import analytic
 
@@ -187,3 +189,259 @@ def test_nonfinite_without_halving_keeps_eps_and_counts():
   chex.assert_trees_all_equal(state.position, before.position)
   assert float(state.step_size) == float(before.step_size) == pytest.approx(0.1)
   np.testing.assert_allclose(jnp.linalg.norm(state.integrator.momentum), 1.0, rtol=1e-5)
+
+
+# --- One step written out (issue 17: the preconditioned / tuned step against its formulas) ---------------------
+# The integration itself is blackjax's `isokinetic_mclachlan` (with the preconditioner's c² as its
+# diagonal); ΔE, the guard, the resets, the ε rules, the tuner and the preconditioner statistics are written
+# out below from the module doc of `kernel` (and use the `adaptation` rules, which have their own tests).
+_MEAN = np.linspace(-1.0, 1.0, 5)
+_SCALE = np.linspace(0.5, 2.0, 5)
+
+
+def _split_logd(offset=0.0):
+  """Pytree position {"a": [2], "b": [3]}; the minibatch adds a linear term (ℓ differs between batches)."""
+  def logd(p, mb):
+    x = jnp.concatenate([p["a"], p["b"]])
+    return -0.5 * jnp.sum(((x - _MEAN) / _SCALE) ** 2) + jnp.dot(mb, x) + offset
+  return logd
+
+
+def _reference_step(logd, state, mb, *, pre, tuned, kind, tcfg, pcfg, same_batch_energy=False):
+  x, unravel = ravel_pytree(state.integrator.position)
+  target = lambda z: logd(unravel(z), mb)
+  u = ravel_pytree(state.integrator.momentum)[0]
+  l_old, g_old = state.integrator.logdensity, ravel_pytree(state.integrator.logdensity_grad)[0]
+  if tuned and kind != "ref":              # same-batch ℓ_old, g_old (+1 gradient)
+    l_old, g_old = jax.value_and_grad(target)(x)
+  elif same_batch_energy:
+    l_old = target(x)
+  imm = adapt.precond_inverse_mass(state.precond, pcfg) if pre else 1.0
+  eps, eps0, tun, d = state.step_size, state.initial_step_size, state.tuner, x.shape[0]
+  new, dk = integrators.isokinetic_mclachlan(target, imm)(integrators.IntegratorState(x, u, l_old, g_old), eps)
+  de = dk - new.logdensity + l_old
+  ok = all(bool(jnp.all(jnp.isfinite(v))) for v in (de, dk, new.position, new.momentum, new.logdensity_grad))
+  reset = False
+  if not tuned:
+    eps_new = eps if ok or not tcfg.nonfinite_halving else max(0.5 * float(eps), tcfg.eps_floor_frac * float(eps0))
+  elif kind == "ref":
+    reset = ok and int(tun.t) >= tcfg.freeze_steps and abs(float(de)) > float(adapt.tuner_thresholds(tun, tcfg)[0])
+    a = abs(de) if ok else 0.0
+    eps_new = adapt.adapt_step_size(eps, a, tun, tcfg, eps0, jnp.asarray(not ok))
+    tun = adapt.tuner_update(tun, a, tcfg) if ok else tun
+  elif kind == "energy_var":
+    eps_new, tun = adapt.energy_var_update(eps, de, d, tun, tcfg, eps0, jnp.asarray(not ok))
+  else:
+    limit = tcfg.divergence_factor * float(adapt.energy_quantile_threshold(tcfg))
+    reset = ok and float(de) ** 2 / d > limit
+    scale = max(abs(float(l_old)), abs(float(new.logdensity)))
+    eps_new, tun = adapt.energy_quantile_update(eps, de, d, tun, tcfg, eps0, jnp.asarray(not ok), scale)
+  if ok and not reset:
+    out = (new.position, new.momentum, new.logdensity, new.logdensity_grad)
+  else:   # reverted: a reset zeros u, a non-finite step turns it around
+    mom = np.zeros(d) if ok else (-u if float(jnp.sum(u ** 2)) > 0 else g_old / jnp.linalg.norm(g_old))
+    out = (x, mom, l_old, g_old)
+  prec = adapt.precond_update(state.precond, out[3], pcfg) if pre and ok and not reset else state.precond
+  info = dict(energy_change=de if ok else 0.0, nonans=ok, reset=reset, step_size=eps_new)
+  return out, eps_new, tun, prec, info
+
+
+def _check_step(sampler, logd, state, mb, key, **ref):
+  new, info = sampler.step(key, state, mb)
+  out, eps_new, tun, prec, ref_info = _reference_step(logd, state, mb, **ref)
+  got = [ravel_pytree(v)[0] for v in (new.integrator.position, new.integrator.momentum)]
+  np.testing.assert_allclose(got[0], out[0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got[1], out[1], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(new.integrator.logdensity, out[2], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ravel_pytree(new.integrator.logdensity_grad)[0], out[3], rtol=1e-5, atol=1e-5)
+  assert jax.tree.structure(new) == jax.tree.structure(state)
+  np.testing.assert_allclose(new.step_size, eps_new, rtol=1e-6)
+  assert new.step_size.dtype == jnp.float32
+  for a, b in zip(jax.tree.leaves(new.tuner), jax.tree.leaves(tun), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-9)
+  for a, b in zip(jax.tree.leaves(new.precond), jax.tree.leaves(prec), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-9)
+  assert bool(info.nonans) == ref_info["nonans"] and bool(info.reset) == ref_info["reset"]
+  np.testing.assert_allclose(info.energy_change, ref_info["energy_change"], rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(info.step_size, eps_new, rtol=1e-6)
+  np.testing.assert_allclose(info.logdensity, out[2], rtol=1e-5, atol=1e-5)
+  chex.assert_trees_all_equal(new.variant, state.variant)
+  return new, info
+
+
+def _hand_state(sampler, logd, *, eps, tuner_state, pos_shift=0.0):
+  pos = {"a": jnp.asarray(_MEAN[:2] + 0.3 + pos_shift, jnp.float32), "b": jnp.asarray(_MEAN[2:] - 0.2, jnp.float32)}
+  st = sampler.init(pos, jnp.full((5,), 0.1), jax.random.key(0))
+  prec = adapt.PrecondState(jnp.asarray(np.linspace(-0.5, 0.5, 5), jnp.float32),
+                            jnp.asarray(np.linspace(0.2, 6.0, 5), jnp.float32))
+  eps = jnp.asarray(eps, jnp.float32)
+  return st._replace(step_size=eps, initial_step_size=eps, tuner=tuner_state, precond=prec)
+
+
+_TUNER = dict(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_floor_frac=0.1,
+              target_energy_var=2e-3, energy_var_rate=0.25, energy_var_gain=0.6, quantile_gain=0.3, adapt_steps=12)
+# (sampler, its keyword arguments, variant (pre, tuned), tuner kind, tuner state (mean, std, t), ε₀)
+_STEP_CASES = [
+    ("psmile", dict(), (True, True), "ref", (0.05, 0.03, 6), 0.3),
+    ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 6), 0.3),          # |ΔE| ≫ Q(p_reset): reset
+    ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 4), 0.3),          # the same at t = freeze_steps
+    ("smile", dict(), (False, True), "ref", (0.05, 0.03, 6), 0.3),          # smile's default is tuned
+    ("psmile", dict(tuner="energy_var"), (True, True), "energy_var", (1e-3, 0.0, 6), 0.3),
+    ("smile", dict(tuner="energy_quantile"), (False, True), "energy_quantile", (-1.0, 0.0, 8), 0.3),
+    ("psmile", dict(tuner="energy_quantile", divergence_factor=1.0), (True, True), "energy_quantile",
+     (-1.0, 0.0, 3), 0.6),
+    ("psmile", dict(tuned=False, tuner="energy_var"), (True, False), "energy_var", (0.0, 0.0, 1), 0.3),
+    ("smile", dict(tuned=False, same_batch_energy=True), (False, False), "ref", (0.0, 0.0, 1), 0.3),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_STEP_CASES)))
+def test_one_step_equals_the_written_out_step(case):
+  name, kw, (pre, tuned), kind, (m, s, t), eps = _STEP_CASES[case]
+  logd = _split_logd()
+  tcfg = adapt.TunerConfig(**{**_TUNER, **{k: v for k, v in kw.items() if k in adapt.TunerConfig._fields}})
+  sampler = getattr(kernel, name)(logd, step_size=eps, **_TUNER, **{k: v for k, v in kw.items() if k not in _TUNER})
+  assert sampler.grads_per_step == (3 if tuned and kind != "ref" else 2)
+  tstate = adapt.TunerState(jnp.float32(m), jnp.float32(s), jnp.int32(t))
+  state = _hand_state(sampler, logd, eps=eps, tuner_state=tstate)
+  np.testing.assert_array_equal(state.variant, [pre, tuned])
+  _check_step(sampler, logd, state, jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32), jax.random.key(1),
+              pre=pre, tuned=tuned, kind=kind, tcfg=tcfg, pcfg=adapt.PrecondConfig(),
+              same_batch_energy=kw.get("same_batch_energy", False))
+
+
+@pytest.mark.parametrize("variant", [(True, True), (False, True), (True, False), (False, False)])
+def test_family_step_with_same_batch_energy_equals_the_written_out_step(variant):
+  logd = _split_logd()
+  sampler = kernel.smile_family(logd, step_size=0.3, same_batch_energy=True, **_TUNER)
+  tcfg = adapt.TunerConfig(**_TUNER)
+  state = _hand_state(sampler, logd, eps=0.3, tuner_state=adapt.TunerState(jnp.float32(0.05), jnp.float32(0.03),
+                                                                           jnp.int32(6)))
+  np.testing.assert_array_equal(state.variant, [True, True])      # init gives pSMILE
+  state = state._replace(variant=jnp.array(variant))
+  _check_step(sampler, logd, state, jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32), jax.random.key(1),
+              pre=variant[0], tuned=variant[1], kind="ref", tcfg=tcfg, pcfg=adapt.PrecondConfig(),
+              same_batch_energy=True)
+
+
+def test_divergence_limit_and_resolution_of_the_quantile_tuner():
+  """Reset iff ΔE²/d > divergence_factor · τ (on both sides of the limit); |ΔE| below `resolution_ulps` ulps
+  of |ℓ| does not grow ε (a large constant in ℓ)."""
+  logd = _split_logd()
+  mb = jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32)
+  tstate = adapt.TunerState(jnp.float32(0.0), jnp.float32(0.0), jnp.int32(1))
+  probe = kernel.psmile(logd, step_size=0.6, tuner="energy_quantile", divergence_factor=1e12)
+  _, info = probe.step(jax.random.key(1), _hand_state(probe, logd, eps=0.6, tuner_state=tstate), mb)
+  x = float(info.energy_change) ** 2 / 5
+  tau = float(adapt.energy_quantile_threshold(adapt.TunerConfig()))
+  assert 0.05 < abs(float(info.energy_change)) < 0.5, info.energy_change   # |ΔE|², 2|ΔE|, |ΔE|³ all differ here
+  for rel, want in ((0.7, True), (1.5, False)):
+    s = kernel.psmile(logd, step_size=0.6, tuner="energy_quantile", divergence_factor=rel * x / tau)
+    state = _hand_state(s, logd, eps=0.6, tuner_state=tstate)
+    new, info = s.step(jax.random.key(1), state, mb)
+    assert bool(info.reset) == want
+    if want:
+      chex.assert_trees_all_close(new.position, state.position)
+      np.testing.assert_array_equal(new.integrator.momentum["a"], 0.0)
+  # ℓ ≈ 1e4: 4 float32 ulps of |ℓ| ≈ 5e-3 > |ΔE| ≈ 1e-3 (one ulp, not 0) at a small ε, so ε must not grow.
+  big = _split_logd(offset=1e4)
+  cfg = adapt.TunerConfig(tuner="energy_quantile", quantile_gain=0.5)
+  s = kernel.psmile(big, step_size=0.02, tuner="energy_quantile", quantile_gain=0.5)
+  state = _hand_state(s, big, eps=0.02, tuner_state=tstate)
+  new, info = _check_step(s, big, state, mb, jax.random.key(1), pre=True, tuned=True, kind="energy_quantile",
+                          tcfg=cfg, pcfg=adapt.PrecondConfig())
+  assert 0 < abs(float(info.energy_change)) < 4 * 2.0 ** -23 * 1e4
+  assert float(new.step_size) == pytest.approx(0.02, rel=1e-6)
+
+
+def test_nonfinite_naive_step_halves_to_the_floor_and_a_stale_infinite_logdensity_is_reverted():
+  logd = _split_logd()
+  s = kernel.smile(logd, step_size=0.1, tuned=False, eps_floor_frac=0.3)
+  state = _hand_state(s, logd, eps=0.1, tuner_state=adapt.tuner_init())
+  bad = jnp.asarray([0.0, np.inf, 0.0, 0.0, 0.0], jnp.float32)
+  steps = []
+  for i in range(3):
+    state, info = s.step(jax.random.key(i), state, bad)
+    assert not bool(info.nonans)
+    assert float(info.kinetic_change) == float(info.energy_change) == 0.0
+    steps.append(float(state.step_size))
+  np.testing.assert_allclose(steps, [0.05, 0.03, 0.03], rtol=1e-6)     # max(ε/2, 0.3 ε₀)
+  # A state whose stored ℓ is -inf: ΔE is not finite, so the step is reverted although ℓ_new and g are finite.
+  good = _hand_state(s, logd, eps=0.1, tuner_state=adapt.tuner_init())
+  stale = good._replace(integrator=good.integrator._replace(logdensity=jnp.float32(-np.inf)))
+  new, info = s.step(jax.random.key(5), stale, jnp.zeros(5))
+  assert not bool(info.nonans)
+  chex.assert_trees_all_equal(new.position, stale.position)
+  assert float(new.step_size) == pytest.approx(0.05)
+  # The reverted velocity: −u for a unit u (here Σu³ < 0), ĝ_old = g/|g| when u = 0 (after a reset).
+  u = np.array([-0.5, 0.2, -0.6, 0.3, -0.4], np.float32) / np.linalg.norm([-0.5, 0.2, -0.6, 0.3, -0.4])
+  for mom, want in ((u, -u), (np.zeros(5, np.float32), None)):
+    st = good._replace(integrator=good.integrator._replace(momentum={"a": jnp.asarray(mom[:2]),
+                                                                     "b": jnp.asarray(mom[2:])}))
+    new, info = s.step(jax.random.key(6), st, bad)
+    assert not bool(info.nonans)
+    g = ravel_pytree(st.integrator.logdensity_grad)[0]
+    want = g / jnp.linalg.norm(g) if want is None else want
+    np.testing.assert_allclose(ravel_pytree(new.integrator.momentum)[0], want, rtol=1e-6, atol=1e-7)
+
+
+def test_init_variant_step_size_dtype_and_gradient_count():
+  logd = _split_logd()
+  pos = {"a": jnp.zeros(2), "b": jnp.ones(3)}
+  for sampler, variant in ((kernel.psmile(logd, step_size=1), (True, True)),
+                           (kernel.psmile(logd, step_size=1, precondition=False, tuned=False), (False, False)),
+                           (kernel.smile(logd, step_size=1), (False, True)),
+                           (kernel.smile_family(logd, step_size=1), (True, True))):
+    st = sampler.init(pos, jnp.zeros(5), jax.random.key(0))
+    np.testing.assert_array_equal(st.variant, variant)
+    assert st.variant.dtype == jnp.bool_
+    assert st.step_size.dtype == st.initial_step_size.dtype == jnp.float32    # an int ε₀ too (scan carry)
+  assert kernel.psmile(logd, step_size=0.1, tuned=False, tuner="energy_quantile").grads_per_step == 2
+  assert kernel.smile_family(logd, step_size=0.1, tuner="energy_var").grads_per_step == 3
+
+
+def test_sanitize_and_tree_finite():
+  g = jnp.asarray([np.nan, np.inf, -np.inf, 2e6, -3.0, 5e5], jnp.float32)
+  np.testing.assert_array_equal(kernel._sanitize(g), [0.0, 1e6, -1e6, 1e6, -3.0, 5e5])
+  assert bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.zeros(3)}))
+  assert not bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.asarray([0.0, np.nan, 1.0])}))
+  assert not bool(kernel._tree_finite({"a": jnp.asarray([np.inf, 1.0]), "b": jnp.zeros(3)}))
+
+
+def test_make_integrator_defaults_unit_mass_and_clipped_gradients():
+  """Defaults: unit inverse mass (= isokinetic McLachlan with c = 1) and gradients clipped to ±GRAD_CLIP."""
+  _, _, full, _ = _diag_gaussian()
+  state = integrators.new_integrator_state(full, jnp.arange(6.0) / 7.0, jnp.ones((6,)) / jnp.sqrt(6.0))
+  ref, dk_ref = integrators.isokinetic_mclachlan(full)(state, 0.3)
+  ours, dk, _ = kernel.make_integrator(full)(state, 0.3)
+  chex.assert_trees_all_close(ours, ref, rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(dk, dk_ref, rtol=1e-6)
+  steep = lambda x: full(x) + 3e6 * x[0]                     # ∂ℓ/∂x₀ ≈ 3e6 > GRAD_CLIP
+  st = integrators.new_integrator_state(steep, jnp.zeros(6), jnp.ones((6,)) / jnp.sqrt(6.0))
+  clipped, _, finite = kernel.make_integrator(steep)(st, 1e-3)
+  raw, _, _ = kernel.make_integrator(steep, sanitize=False)(st, 1e-3)
+  assert bool(finite) and float(clipped.logdensity_grad[0]) == kernel.GRAD_CLIP
+  assert float(raw.logdensity_grad[0]) > 2e6
+
+
+def test_make_integrator_flags_a_non_finite_midpoint():
+  """`finite` covers both position updates: ℓ = NaN at the midpoint only (the end point is fine)."""
+  _, _, full, _ = _diag_gaussian()
+  state = integrators.new_integrator_state(full, jnp.zeros(6), jnp.ones((6,)) / jnp.sqrt(6.0))
+  clean, _, ok = kernel.make_integrator(full)(state, 0.5)
+  end = float(clean.position[0])
+  assert bool(ok) and end > 0
+  holed = lambda x: full(x) + jnp.where(jnp.abs(x[0] - end) < 1e-4, 0.0, jnp.nan)   # NaN except at the end
+  new, _, finite = kernel.make_integrator(holed)(state, 0.5)
+  assert np.isfinite(float(new.logdensity)) and not bool(finite)
+
+  @jax.custom_jvp
+  def nan_grad(x):                                     # finite ℓ everywhere, NaN gradient
+    return full(x)
+
+  @nan_grad.defjvp
+  def _nan_grad_jvp(primals, tangents):
+    return full(primals[0]), jnp.nan * jnp.sum(tangents[0])
+
+  new, _, finite = kernel.make_integrator(nan_grad)(state, 0.5)
+  assert np.isfinite(float(new.logdensity)) and not bool(finite)

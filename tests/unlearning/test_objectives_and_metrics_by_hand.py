@@ -240,3 +240,46 @@ def test_metrics_are_deterministic_when_members_are_subsampled():
   task = _task(y, np.arange(4, 30), np.arange(4), y_test, None)
   first = evaluate.unlearning_metrics(out, task)
   assert all(evaluate.unlearning_metrics(out, task)["MIA"] == first["MIA"] for _ in range(5))
+
+
+def _representation_by_hand(out, orig, retain, forget, y_probe, seed, max_rows):
+  """The documented checks: rows drawn by one generator seeded [seed, 17] (forget first), the probe fitted on
+  half of the drawn D_f plus as many D_r rows and scored on the other half, CKA on the drawn rows."""
+  from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
+
+  rng = np.random.default_rng([seed, 17])
+  f = rng.permutation(forget)[: 2 * max_rows]
+  r = rng.permutation(retain)[:max_rows]
+  half = f.size // 2
+  fit = np.concatenate([f[:half], r[:half]])
+  return dict(probe_f=linear_probe_accuracy(out.feats_train[fit], y_probe[fit], out.feats_train[f[half:]],
+                                            y_probe[f[half:]]),
+              CKA_f=linear_cka(out.feats_train[f], orig.feats_train[f]),
+              CKA_r=linear_cka(out.feats_train[r], orig.feats_train[r]))
+
+
+@pytest.mark.parametrize("n_forget,seed,max_rows,probe_labels", [(850, None, None, False), (30, 3, 6, True),
+                                                                 (4, 2, 400, False), (3, 1, 400, True)])
+def test_representation_checks_follow_the_documented_rows(n_forget, seed, max_rows, probe_labels):
+  rng = np.random.default_rng(11)
+  n = n_forget + 120
+  feats = rng.normal(size=(n, 4))
+  y = rng.integers(0, 3, n)
+  y_fine = rng.integers(0, 5, n)
+  feats[:, 0] += y_fine if probe_labels else y         # decodable, noisily, from the first feature
+  orig = evaluate.Outputs(None, feats + 0.7 * rng.normal(size=(n, 4)), None, None)
+  out = evaluate.Outputs(None, feats, None, None)
+  perm = rng.permutation(n)
+  forget, retain = np.sort(perm[:n_forget]), np.sort(perm[n_forget:])
+  task = UnlearningTask(np.zeros((n, 1)), y, retain, forget, np.zeros((2, 1)), np.zeros(2, int), 3, (), None,
+                        y_fine if probe_labels else None)
+  kw = {k: v for k, v in dict(seed=seed, max_rows=max_rows).items() if v is not None}
+  got = evaluate.representation_checks(out, orig, task, **kw)
+  assert set(got) == {"probe_f", "CKA_f", "CKA_r"}
+  want = _representation_by_hand(out, orig, retain, forget, y_fine if probe_labels else y, kw.get("seed", 0),
+                                 kw.get("max_rows", 400))
+  if n_forget < 4:
+    assert np.isnan(got["probe_f"]) and np.isnan(got["CKA_f"])
+    assert got["CKA_r"] == want["CKA_r"]
+  else:
+    assert got == want
