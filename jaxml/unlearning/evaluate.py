@@ -79,10 +79,11 @@ def avg_gap(metrics: Mapping[str, float], reference: Mapping[str, float]) -> flo
 
 def bar_gaps(metrics: Mapping[str, float], retrain: Mapping[str, float],
              original: Mapping[str, float]) -> dict[str, float]:
-  """dFA = FA - FA(Retrain) (FA = 100 - UA), dRA = RA - RA(original), dTA_r = TA_r - TA_r(original)
+  """dFA = FA - FA(Retrain) (FA, else 100 - UA), dRA = RA - RA(original), dTA_r = TA_r - TA_r(original)
   (TA when no test row is of the forgotten kind, e.g. random forgetting)."""
   ta = "TA_r" if all("TA_r" in m for m in (metrics, original)) else "TA"
-  return {"dFA": retrain["UA"] - metrics["UA"], "dRA": metrics["RA"] - original["RA"],
+  fa = lambda m: m["FA"] if "FA" in m else 100.0 - m["UA"]  # noqa: E731
+  return {"dFA": fa(metrics) - fa(retrain), "dRA": metrics["RA"] - original["RA"],
           "dTA_r": metrics[ta] - original[ta]}
 
 
