@@ -1,11 +1,16 @@
 """Representation Unlearning vs baselines: class, sub-class and random-10 % forgetting.
 
-Config -> data -> forget splits -> `jaxml.unlearning` -> rows. Per (dataset, regime) cell: optionally pick
-one hyper-parameter per method by Avg. Gap on a validation forget split (`runner.tune_methods`), then per
-test seed train the original model and run Retrain and every method from it (`runner.compare`: metrics,
-costs and the collision check of RU's mean target). With `class_sweep` (preset paper_cpu) every listed
-class is forgotten in turn (cells 'dataset/class/<c>'); `paper_summary.md` gives the paper's columns and
-the forget accuracy per class next to the head's class at the mean (`jaxml.unlearning.report`).
+Config -> data -> forget splits -> `jaxml.unlearning` -> rows. Per cell (dataset/regime, or each
+forgotten class of a class sweep): optionally pick one hyper-parameter per method on a validation
+forget split (`runner.tune_methods`, by each grid's `score`: Avg. Gap to Retrain or issue 13's bar),
+then per test seed train the original model and run Retrain and every method from it
+(`runner.compare`: metrics, costs and the collision check of RU's mean target). `tune` tunes every
+method with a grid; `ru_val` (RU, its grid value chosen on validation) is tuned always. With
+`data.val_holdout` > 0 the validation split lives inside the training rows (its test rows are a
+stratified holdout of them), so the choice never reads the test rows. With `class_sweep` (preset
+paper_cpu) every listed class is forgotten in turn (cells 'dataset/class/<c>'); `paper_summary.md`
+gives the paper's columns and the forget accuracy per class next to the head's class at the mean
+(`jaxml.unlearning.report`).
 """
 
 import json
@@ -32,6 +37,10 @@ from jaxml.unlearning.task import UnlearningTask  # noqa: E402
 DATASETS = ("digits", "mnist1d", "cifar10")
 REGIMES = ul_report.REGIMES
 METHODS = tuple(m for m in runner.METHODS if m not in ("retrain", "original"))
+# Methods tuned on the validation split even when `tune` is off (their row is defined by it).
+VALIDATION_TUNED = ("ru_val",)
+# Seed of the stratified holdout of the training rows that serves as the validation test rows.
+HOLDOUT_SEED = 7
 # The rows of every finished forget split, rewritten after each one (results.json, written by the
 # launcher once the run returns, holds the same rows plus wall time and environment).
 PARTIAL_ROWS = "rows.partial.json"
@@ -67,9 +76,18 @@ def plan(config) -> dict:
     elif set(hp) - set(api.DEFAULTS):
       raise common.ConfigError(f"unknown {name} settings {sorted(set(hp) - set(api.DEFAULTS))}")
   p["grids"] = {m: (g["param"], tuple(g["values"])) for m, g in config.grids.items()}
+  # Selection score per grid (evaluate.SCORES); a grid without `score` is chosen by Avg. Gap.
+  p["grid_scores"] = {m: g.get("score", "avg_gap") for m, g in config.grids.items()}
   for m, (param, _) in p["grids"].items():
     if param not in p["settings"].get(m, {}):
       raise common.ConfigError(f"grid of {m!r} varies {param!r}, which is not one of its settings")
+    common.validate_choice(p["grid_scores"][m], ev.SCORES, f"grid score of {m}")
+  p["tuned"] = tuple(m for m in config.methods if m in p["grids"] and (p["tune"] or m in VALIDATION_TUNED))
+  for m in VALIDATION_TUNED:
+    if m in config.methods and m not in p["grids"]:
+      raise common.ConfigError(f"{m} is chosen on validation: it needs a grid (config.grids.{m})")
+  if not 0.0 <= p["data"]["val_holdout"] < 1.0:
+    raise common.ConfigError("data.val_holdout is a fraction in [0, 1)")
   return p
 
 
@@ -104,6 +122,17 @@ def load_data(config, dataset: str) -> dict[str, Any]:
   if le:
     d["x_test"], d["y_test"] = d["x_test"][:le], d["y_test"][:le]
   return d
+
+
+def validation_data(data: dict, holdout: float) -> dict:
+  """The data of the validation split: with `holdout` > 0 the training rows only, a stratified
+  `holdout` fraction of them standing in for the test rows (the test rows are never read); with 0,
+  `data` itself (the validation split then reads the test rows, as the `small` preset did)."""
+  if not holdout:
+    return data
+  x, y = np.asarray(data["x_train"]), np.asarray(data["y_train"])
+  fit, held = offline._stratified_split(y, holdout, HOLDOUT_SEED)
+  return dict(x_train=x[fit], y_train=y[fit], x_test=x[held], y_test=y[held])
 
 
 def make_task(config, data: dict, regime: str, seed: int, *, validation: bool = False,
@@ -151,15 +180,28 @@ def settings(config, name: str) -> dict:
   return dict(config.baselines[name])
 
 
-def tune_cell(config, p, data, regime, model, cache) -> tuple[dict[str, dict], dict[str, Any]]:
-  """Validation forget split: pick each method's grid value with the smallest Avg. Gap."""
-  task = make_task(config, data, regime, 0, validation=True)
+def tune_cell(config, p, data, regime, model, cache, *, forget_class: int | None = None,
+              orig=None) -> tuple[dict[str, dict], dict[str, Any], Any]:
+  """Validation forget split (`validation_data`; in a class sweep the same class as the test split,
+  `forget_class`): pick each tuned method's grid value with the smallest score (`p["grid_scores"]`:
+  Avg. Gap to Retrain, or the bar score against Retrain and the original model, all on the
+  validation split). `orig`: the validation original model when already trained (it does not
+  depend on the forget split). Returns (chosen, log, the validation original model's run)."""
+  task = make_task(config, validation_data(data, p["data"]["val_holdout"]), regime, 0, validation=True,
+                   forget_class=forget_class)
   seed, st, tc = p["seed"] + 1000, p["settings"], p["train_config"]
-  orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
+  if orig is None:
+    orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
   rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
   ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
-  grids = {m: p["grids"][m] for m in config.methods if m in p["grids"]}
-  return runner.tune_methods(grids, st, model, orig.params, task, ref, seed=seed, cache=cache, train_config=tc)
+  ref_orig = ev.unlearning_metrics(ev.collect_outputs(orig.predict, task), task)
+  grids = {m: p["grids"][m] for m in p["tuned"]}
+  scores = {m: ev.scorer(p["grid_scores"][m], ref, ref_orig) for m in grids}
+  chosen, log = runner.tune_methods(grids, st, model, orig.params, task, ref, seed=seed, cache=cache,
+                                    train_config=tc, scores=scores)
+  for m in log:
+    log[m]["score"] = p["grid_scores"][m]
+  return chosen, log, orig
 
 
 def run_cell_seed(config, p, cell, task, model, chosen, seed, cache, orig=None) -> list[dict]:
@@ -197,19 +239,31 @@ def run(config, workdir: str) -> list[dict]:
       cell = f"{dataset}/{regime}"
       model = make_model(config, dataset, make_task(config, data, regime, 0).num_classes)
       cache = caches.setdefault(model, {})
-      chosen: dict[str, dict] = {}
-      if p["tune"]:
+      val_orig: list = [None]   # the validation original model, trained once per cell
+
+      def tune(name: str, forget_class: int | None) -> dict[str, dict]:
+        if not p["tuned"]:
+          return {}
         t0 = time.perf_counter()
-        chosen, tuning[cell] = tune_cell(config, p, data, regime, model, cache)
-        print(f"[unlearning] {cell} tuned in {time.perf_counter() - t0:.1f}s: "
+        chosen, tuning[name], val_orig[0] = tune_cell(config, p, data, regime, model, cache,
+                                                      forget_class=forget_class, orig=val_orig[0])
+        tuning[name]["wall_s"] = time.perf_counter() - t0   # the choice's cost (not in the rows' costs)
+        print(f"[unlearning] {name} tuned in {tuning[name]['wall_s']:.1f}s: "
               + ", ".join(f"{k}={list(v.values())[0]:g}" for k, v in chosen.items()), flush=True)
-      # Class sweep: every listed class in turn; the original model depends only on the seed (trained once).
+        return chosen
+
+      sweep = p["class_sweep"] if regime == "class" else ()
+      chosen = {} if sweep else tune(cell, None)
+      # Class sweep: every listed class in turn (tuned per class); the original model depends only on
+      # the seed (trained once).
       origs: dict[int, Any] = {}
-      for c in (p["class_sweep"] if regime == "class" else ()) or (None,):
+      for c in sweep or (None,):
         if c is not None and p["max_wall_s"] and time.perf_counter() - t_run > p["max_wall_s"]:
           print(f"[unlearning] {cell}: wall budget {p['max_wall_s']:.0f}s spent; classes from {c} on not run",
                 flush=True)
           break
+        if c is not None:
+          chosen = tune(f"{cell}/{c}", c)
         for s in config.seeds:
           seed = p["seed"] + s
           task = make_task(config, data, regime, seed, forget_class=c)
@@ -322,7 +376,7 @@ def paper_summary(rows: list[dict], methods: list[str]) -> str:
                     ul_report.must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
 
 
-def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_uniform", "ru_zs")):
+def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs")):
   """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
   the head assigns to the mean representation (the collision) are shaded."""
   import matplotlib.pyplot as plt

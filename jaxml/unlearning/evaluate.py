@@ -4,6 +4,8 @@ Percentages throughout (SalUn convention): UA = 100 - Acc(D_f), RA = Acc(D_r), T
 TA_r / TA_f = test accuracy on test rows not of / of the forgotten kind (classes or sub-class),
 MIA = confidence SVC-MIA efficacy (% of D_f called non-member), loss-MIA AUC (D_f vs D_t),
 Avg. Gap = mean(|UA - UA*|, |RA - RA*|, |TA - TA*|, |MIA - MIA*|) with * = Retrain (same seed).
+Bar score (issue 13's per-split bar as one number, `bar_score`): the largest of |FA - FA*| / FA_TOL,
+|RA - RA°| / ACC_TOL, |TA_r - TA_r°| / ACC_TOL with ° = the original model; <= 1 iff the bar is met.
 """
 
 from typing import Callable, Mapping, NamedTuple
@@ -15,9 +17,14 @@ from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
-           "GAP_KEYS"]
+           "GAP_KEYS", "FA_TOL", "ACC_TOL", "bar_gaps", "bar_score", "SCORES", "scorer"]
 
 GAP_KEYS = ("UA", "RA", "TA", "MIA")
+# Issue 13's bar per forget split: forget accuracy within FA_TOL points of Retrain's, retain and
+# retained-class test accuracy within ACC_TOL points of the original model's.
+FA_TOL, ACC_TOL = 2.0, 1.0
+# Selection criteria of a grid (`scorer`): Avg. Gap to Retrain, or the bar score.
+SCORES = ("avg_gap", "bar")
 
 
 class Outputs(NamedTuple):
@@ -68,6 +75,36 @@ def unlearning_metrics(out: Outputs, task: UnlearningTask) -> dict[str, float]:
 def avg_gap(metrics: Mapping[str, float], reference: Mapping[str, float]) -> float:
   """Mean absolute difference to the reference (Retrain) over UA, RA, TA, MIA."""
   return float(np.mean([abs(metrics[k] - reference[k]) for k in GAP_KEYS]))
+
+
+def bar_gaps(metrics: Mapping[str, float], retrain: Mapping[str, float],
+             original: Mapping[str, float]) -> dict[str, float]:
+  """dFA = FA - FA(Retrain) (FA, else 100 - UA), dRA = RA - RA(original), dTA_r = TA_r - TA_r(original)
+  (TA when no test row is of the forgotten kind, e.g. random forgetting)."""
+  ta = "TA_r" if all("TA_r" in m for m in (metrics, original)) else "TA"
+  fa = lambda m: m["FA"] if "FA" in m else 100.0 - m["UA"]  # noqa: E731
+  return {"dFA": fa(metrics) - fa(retrain), "dRA": metrics["RA"] - original["RA"],
+          "dTA_r": metrics[ta] - original[ta]}
+
+
+def bar_score(metrics: Mapping[str, float], retrain: Mapping[str, float], original: Mapping[str, float], *,
+              fa_tol: float = FA_TOL, acc_tol: float = ACC_TOL) -> float:
+  """max(|dFA| / fa_tol, |dRA| / acc_tol, |dTA_r| / acc_tol) of `bar_gaps`: <= 1 iff the split meets the
+  bar; inf when a gap is nan (never chosen, never met)."""
+  d = bar_gaps(metrics, retrain, original)
+  v = np.abs([d["dFA"] / fa_tol, d["dRA"] / acc_tol, d["dTA_r"] / acc_tol])
+  return float("inf") if np.isnan(v).any() else float(v.max())
+
+
+def scorer(name: str, retrain: Mapping[str, float],
+           original: Mapping[str, float]) -> Callable[[Mapping[str, float]], float]:
+  """metrics -> selection score (lower is better) of criterion `name` in SCORES: Avg. Gap to `retrain`
+  or `bar_score` against `retrain` and `original` (the metrics of both on the same split)."""
+  if name == "avg_gap":
+    return lambda m: avg_gap(m, retrain)
+  if name == "bar":
+    return lambda m: bar_score(m, retrain, original)
+  raise ValueError(f"unknown selection score {name!r}; expected one of {SCORES}")
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -8,8 +8,8 @@ each baseline, Retrain and the original model, all with the same signature and o
 the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name), the method's
 `baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
-`tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task,
-`tune_methods` does so for a dict of grids; `compare` runs Retrain and a list of methods from one
+`tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task, or by
+any other score of the run's metrics (`evaluate.scorer`), `tune_methods` does so for a dict of grids; `compare` runs Retrain and a list of methods from one
 original model on one forget split and returns each run's metrics and costs (the benchmark's cell).
 """
 
@@ -29,7 +29,9 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "pre
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
-RU_METHODS = ("ru", "ru_zs", "ru_uniform")
+# ru_val: RU itself (mean target) under its own settings, the ones the caller chose on a validation
+# split (the experiment's `ru_val` row, next to `ru` at the authors' fixed setting).
+RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs",) + baselines.ZERO_SHOT_BASELINES
 
@@ -99,9 +101,11 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
 def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequence[Any], model, params0: Any,
          task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
          cache: MutableMapping[Hashable, Any] | None = None,
-         train_config: Mapping[str, Any] | None = None) -> tuple[Any, dict[Any, float]]:
+         train_config: Mapping[str, Any] | None = None,
+         score: Callable[[Mapping[str, float]], float] | None = None) -> tuple[Any, dict[Any, float]]:
   """The value of `param` among `values` with the smallest Avg. Gap to `reference` (Retrain's
-  metrics on `task`); a diverged run scores inf. Returns (best or None if not applicable, gaps)."""
+  metrics on `task`), or the smallest `score(metrics)` when given (e.g. `evaluate.scorer("bar", ...)`);
+  a diverged run scores inf. Returns (best or None if not applicable, scores)."""
   gaps: dict[Any, float] = {}
   for v in values:
     try:
@@ -112,20 +116,24 @@ def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequen
     except core.NonFiniteLossError:
       gaps[v] = float("inf")        # diverged: never chosen
       continue
-    gaps[v] = ev.avg_gap(ev.unlearning_metrics(ev.collect_outputs(out.predict, task), task), reference)
+    m = ev.unlearning_metrics(ev.collect_outputs(out.predict, task), task)
+    gaps[v] = score(m) if score is not None else ev.avg_gap(m, reference)
   return (min(gaps, key=gaps.get) if gaps else None), gaps
 
 
 def tune_methods(grids: Mapping[str, tuple[str, Sequence[Any]]], settings: Mapping[str, Mapping[str, Any]], model,
                  params0: Any, task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
                  cache: MutableMapping[Hashable, Any] | None = None,
-                 train_config: Mapping[str, Any] | None = None) -> tuple[dict[str, dict], dict[str, Any]]:
-  """`tune` for every method of `grids` ({method: (param, values)}, in order): the chosen settings
-  ({method: {param: value}}, applicable methods only) and a log of the gaps (non-finite -> None)."""
+                 train_config: Mapping[str, Any] | None = None,
+                 scores: Mapping[str, Callable[[Mapping[str, float]], float]] | None = None
+                 ) -> tuple[dict[str, dict], dict[str, Any]]:
+  """`tune` for every method of `grids` ({method: (param, values)}, in order), each by its score in
+  `scores` (Avg. Gap to `reference` for a method without one): the chosen settings
+  ({method: {param: value}}, applicable methods only) and a log of the scores (non-finite -> None)."""
   chosen, log = {}, {}
   for name, (param, values) in grids.items():
     best, gaps = tune(name, settings[name], param, values, model, params0, task, reference, seed=seed, cache=cache,
-                      train_config=train_config)
+                      train_config=train_config, score=(scores or {}).get(name))
     if best is not None:
       chosen[name] = {param: best}
       log[name] = {"param": param, "chosen": best,
