@@ -36,6 +36,7 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
             ["tests/emf/test_losses_by_hand.py", "tests/emf/test_gradients.py", "tests/emf/test_losses.py"]),
     "sol": (["jaxml/sol/losses.py", "jaxml/sol/decoders.py"],
             ["tests/sol/test_by_hand.py", "tests/sol/test_losses.py", "tests/sol/test_decoders.py",
+             "tests/sol/test_pair_samplers_by_hand.py",
              "tests/sol/test_gradients.py::test_profile_gradient_is_analytic",
              "tests/sol/test_gradients.py::test_discriminative_loss_gradient_on_the_profile"]),
     "causal_reward": (["jaxml/causal_reward/losses.py"],
