@@ -187,8 +187,10 @@ def test_mile_warmup_defaults_are_mile_s():
                           diagonal_preconditioning=False)
 
 
-def test_mile_warmup_is_blackjax_tuning_from_the_mile_start():
-  """Every setting differs from blackjax's defaults and MILE's, so each one must reach the tuner."""
+@pytest.mark.parametrize("diagonal", [True, False])
+def test_mile_warmup_is_blackjax_tuning_from_the_mile_start(diagonal):
+  """Every setting differs from blackjax's defaults and MILE's, so each one must reach the tuner
+  (the preconditioning flag both ways: blackjax's default is True, ours False)."""
   import jax
   import jax.numpy as jnp
 
@@ -197,8 +199,8 @@ def test_mile_warmup_is_blackjax_tuning_from_the_mile_start():
   pos, rng = jnp.asarray([0.5, -0.2, 1.0], jnp.float32), jax.random.key(4)
   got = adapt.mile_warmup(logd, pos, rng, num_steps=24, frac_tune1=0.5, frac_tune2=0.2, frac_tune3=0.25,
                           desired_energy_var=0.02, num_effective_samples=30, trust_in_estimate=2.5, l_factor=0.7,
-                          initial_step_size=0.3, diagonal_preconditioning=True)
-  want = _mile_reference(logd, pos, rng, 24, 0.5, 0.2, 0.25, 0.02, 30, 2.5, 0.7, 0.3, True)
+                          initial_step_size=0.3, diagonal_preconditioning=diagonal)
+  want = _mile_reference(logd, pos, rng, 24, 0.5, 0.2, 0.25, 0.02, 30, 2.5, 0.7, 0.3, diagonal)
   assert jax.tree.structure(got) == jax.tree.structure(want)
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
