@@ -102,11 +102,15 @@ def variant(method: str, p: float) -> str:
   return f"{method}/p{p:g}"
 
 
+def _loss(value: float, metric: str) -> float:
+  """A score of `metric` as a quantity to minimise: negated when HIGHER_BETTER; NaN -> inf (never wins)."""
+  return float(np.nan_to_num((-1.0 if metric in HIGHER_BETTER else 1.0) * value, nan=np.inf))
+
+
 def pick(val_scores: dict[float, dict[str, float]], metric: str) -> float:
   """The option (e.g. a sampler's re-noise time) whose validation scores are best on `metric`
   (lower is better unless HIGHER_BETTER; NaN loses; ties go to the first)."""
-  sign = -1.0 if metric in HIGHER_BETTER else 1.0
-  return min(val_scores, key=lambda o: np.nan_to_num(sign * val_scores[o].get(metric, np.nan), nan=np.inf))
+  return min(val_scores, key=lambda o: _loss(val_scores[o].get(metric, np.nan), metric))
 
 
 def _mean_val(rows: list[dict], name: str, v: str, metric: str) -> float:
@@ -121,8 +125,7 @@ def choose(rows: list[dict], name: str, methods: tuple[str, ...], weightings: di
   variant (Euler field, parameterisation) and p. Test scores are copied, never used to choose.
   Returns (headline rows, {headline: chosen variant})."""
   primary = metric or PRIMARY[name]
-  sign = -1.0 if primary in HIGHER_BETTER else 1.0
-  key = lambda v: np.nan_to_num(sign * _mean_val(rows, name, v, primary), nan=np.inf)   # NaN never wins
+  key = lambda v: _loss(_mean_val(rows, name, v, primary), primary)   # NaN never wins
   picks = {m: min((variant(m, p) for p in weightings[m]), key=key) for m in methods}
   emf_here = [m for m in EMF_VARIANTS if m in methods]
   if emf_here:

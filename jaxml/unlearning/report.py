@@ -146,10 +146,9 @@ def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = F
     of = lambda m, k: mean([r for r in rows if r["dataset"] == c and r["method"] == m], k)  # noqa: E731,B023
     if np.isnan(of(method, "FA")):
       continue
-    mean_of = lambda m: {k: of(m, k) for k in ("FA", "RA", "TA", "TA_r")}  # noqa: E731
-    d = ev.bar_gaps(*(mean_of(m) for m in (method, "retrain", "original")))
-    d["ok"] = float(ev.bar_score(*(mean_of(m) for m in (method, "retrain", "original")), fa_tol=fa_tol,
-                                 acc_tol=acc_tol) <= 1.0)
+    means = [{k: of(m, k) for k in ("FA", "RA", "TA", "TA_r")} for m in (method, "retrain", "original")]
+    d = ev.bar_gaps(*means)
+    d["ok"] = float(ev.bar_score(*means, fa_tol=fa_tol, acc_tol=acc_tol) <= 1.0)
     out[int(c.split("/")[2])] = d
   return out
 
