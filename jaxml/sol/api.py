@@ -91,6 +91,8 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
     raise ValueError(f"unknown pair_sampler {s['pair_sampler']!r}; expected 'exact' or 'replacement'")
   if int(s["relabel_every"]) % int(s["refresh_every"]):
     raise ValueError("relabel_every must be a multiple of refresh_every")
+  if int(s["relabel_start"]) % int(s["refresh_every"]):   # labels are refined at refresh steps only:
+    raise ValueError("relabel_start must be a multiple of refresh_every")   # else relabelling never runs
   return s
 
 

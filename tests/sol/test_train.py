@@ -57,6 +57,12 @@ def test_relabel_schedule_is_in_steps_and_separate_from_the_refresh():
   assert sol.relabel_steps({**s, "relabel": False}, 1600) == []
   with pytest.raises(ValueError, match="multiple of refresh_every"):
     sol.sol_settings(dict(refresh_every=100, relabel_every=150))
+  # a start off the refresh grid would match no refresh step: relabelling would silently never run
+  assert sol.relabel_steps({**s, "relabel_start": 150}, 1600) == []
+  with pytest.raises(ValueError, match="relabel_start must be a multiple of refresh_every"):
+    sol.sol_settings(dict(refresh_every=100, relabel_start=150, relabel_every=100))
+  assert sol.relabel_steps(sol.sol_settings(dict(refresh_every=50, relabel_start=150, relabel_every=100)), 600) == [
+      150, 250, 350, 450, 550]
   with pytest.raises(ValueError, match="unknown SOL settings"):
     sol.sol_settings(dict(sigmaa=1.0))
 
