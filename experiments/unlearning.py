@@ -367,6 +367,7 @@ def check_reports(methods: list[str], *, paper_table: bool) -> None:
   import matplotlib.pyplot as plt
   rows = synthetic_rows(methods, paper_table=paper_table)
   report.method_cell_table(rows, ul_report.cells(rows), methods, ul_report.COLUMNS, ul_report.LABELS)
+  gap_summary(rows, methods)
   figs = [_gap_plot(rows)]
   if paper_table:
     paper_summary(rows, methods)
