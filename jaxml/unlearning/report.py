@@ -11,7 +11,7 @@ import numpy as np
 from jaxml.unlearning import evaluate as ev
 
 __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table", "pooled_sweep"]
+           "sweep_series", "forget_acc_tables", "must_reach", "must_reach_table", "pooled_sweep", "regime_cells", "gap_summary"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
@@ -171,3 +171,37 @@ def must_reach_table(rows: list[dict], methods: list[str]) -> str:
                  + " |")
     out.append("")
   return "\n".join(out)
+
+
+def regime_cells(rows: list[dict]) -> list[str]:
+  """The cells 'dataset/regime' (our stricter table), not the class-sweep ones."""
+  return [c for c in cells(rows) if len(c.split("/")) == 2]
+
+
+def _gap(rows: list[dict], cell: str, method: str, src: str = "metrics", key: str = "avg_gap") -> list[float]:
+  return [r[src][key] for r in rows if r["dataset"] == cell and r["method"] == method and r[src].get(key) is not None]
+
+
+def gap_summary(rows: list[dict], baselines: list[str], zero_shot: list[str]) -> str:
+  """Per 'dataset/regime' cell, the first issue's must-reach in one table: RU's and the uniform
+  target's Avg. Gap (mean ± std over seeds), the best of `baselines` by mean Avg. Gap and whether RU is
+  at or below it, RU's steady run time / Retrain's (%), and RU zero-shot against the best of the other
+  `zero_shot` methods. Methods without rows in a cell are left out of its comparison."""
+  def ms(v: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    return f"{scale * np.mean(v):.{digits}f} ± {scale * np.std(v):.{digits}f}" if v else "n/a"
+
+  def best(cell: str, methods: list[str]) -> tuple[str, float] | None:
+    means = {m: float(np.mean(_gap(rows, cell, m))) for m in methods if _gap(rows, cell, m)}
+    return min(means.items(), key=lambda kv: kv[1]) if means else None
+
+  out = ["| cell | RU gap | RU uniform target gap | best baseline (gap) | RU ≤ best? | RU RTE steady % | RU-zs gap "
+         "| best other zero-shot (gap) | RU-zs better? |", "|---" * 9 + "|"]
+  for c in regime_cells(rows):
+    ru, zs = _gap(rows, c, "ru"), _gap(rows, c, "ru_zs")
+    b, bz = best(c, baselines), best(c, zero_shot)
+    cmp = lambda v, o: "n/a" if not v or o is None else ("yes" if np.mean(v) <= o[1] else "no")  # noqa: E731
+    out.append(f"| {c} | {ms(ru)} | {ms(_gap(rows, c, 'ru_uniform'))} | "
+               + (f"{LABELS.get(b[0], b[0])} ({b[1]:.2f})" if b else "n/a") + f" | {cmp(ru, b)} | "
+               + f"{ms(_gap(rows, c, 'ru', 'cost', 'rte'), 100.0, 1)} | {ms(zs)} | "
+               + (f"{LABELS.get(bz[0], bz[0])} ({bz[1]:.2f})" if bz else "n/a") + f" | {cmp(zs, bz)} |")
+  return "\n".join(out) + "\n"

@@ -176,3 +176,14 @@ def test_merge_runs_joins_class_subsets(tmp_path):
   assert "| digits | classes met | 0 | 1 |" in open(os.path.join(out, "paper_summary.md")).read()
   with pytest.raises(ValueError, match="more than one"):
     exp.merge_runs([a, a], out)
+
+
+def test_check_reports_renders_the_gap_summary_before_training(monkeypatch):
+  # The stricter table's summary (RU against the best baseline per cell) is rendered from synthetic
+  # rows in the plan too: breaking it fails there, not after the runs.
+  from jaxml.unlearning import report as ul_report
+  methods = ["original", "retrain", "ru", "ru_zs", "finetune", "jit"]
+  exp.check_reports(methods, paper_table=False)
+  monkeypatch.delattr(ul_report, "gap_summary")
+  with pytest.raises(AttributeError, match="gap_summary"):
+    exp.check_reports(methods, paper_table=False)

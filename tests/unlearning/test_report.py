@@ -68,3 +68,22 @@ def test_pooled_sweep_puts_every_class_of_a_dataset_in_one_cell():
   pooled, cells = report.pooled_sweep(_sweep_rows())
   assert cells == ["d/class: mean ± std over 3 forgotten classes x seeds"]
   assert len(pooled) == 9 and {r["dataset"] for r in pooled} == set(cells)   # d/random left out
+
+
+def test_gap_summary_picks_the_best_baseline_per_cell_by_mean_gap():
+  def row(cell, method, seed, gap, rte=None):
+    return {"dataset": cell, "method": method, "seed": seed, "metrics": {"avg_gap": gap},
+            "cost": {} if rte is None else {"rte": rte}}
+  rows = [row("d/class", "ru", s, g, 0.03) for s, g in ((0, 1.0), (1, 3.0))]           # 2.00 ± 1.00, RTE 3 %
+  rows += [row("d/class", "finetune", s, g) for s, g in ((0, 0.5), (1, 4.5))]          # mean 2.5: not the best
+  rows += [row("d/class", "scrub", s, 2.2) for s in (0, 1)]                              # best, 2.2 > RU's 2.0
+  rows += [row("d/class", "ru_zs", s, 5.0) for s in (0, 1)] + [row("d/class", "jit", s, 4.0) for s in (0, 1)]
+  rows += [row("d/random", "ru", 0, 9.0), row("d/random", "scrub", 0, 1.0)]
+  rows += [row("d/class/3", "ru", 0, 0.0)]                                               # a sweep cell: left out
+  lines = report.gap_summary(rows, ["finetune", "scrub", "emmn"], ["emmn", "jit"]).splitlines()
+  assert len(lines) == 4
+  cls = [c.strip() for c in lines[2].split("|")[1:-1]]
+  assert cls == ["d/class", "2.00 ± 1.00", "n/a", "SCRUB (2.20)", "yes", "3.0 ± 0.0", "5.00 ± 0.00",
+                 "JiT (zero-shot) (4.00)", "no"]
+  rnd = [c.strip() for c in lines[3].split("|")[1:-1]]
+  assert rnd[0] == "d/random" and rnd[3:5] == ["SCRUB (1.00)", "no"] and rnd[6:] == ["n/a", "n/a", "n/a"]

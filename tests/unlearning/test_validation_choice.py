@@ -48,6 +48,22 @@ def test_tune_by_bar_picks_the_beta_that_forgets_on_a_toy():
   assert best == min(scores, key=scores.get) == 1.0
 
 
+def test_a_grid_over_the_transform_is_chosen_like_a_numeric_one():
+  # ru_val's grid may vary a non-numeric setting (the transform architecture): every value runs, the
+  # chosen one is the argmin of its scores, and the log prints it as is (numbers in %g).
+  task, params = helpers.trained_original()
+  orig = runner.predictor(helpers.MODEL)
+  ref_orig = ev.unlearning_metrics(ev.collect_outputs(lambda x: orig(params, x), task), task)
+  rt = runner.run_method("retrain", helpers.TRAIN, helpers.MODEL, params, task, seed=0)
+  ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
+  ru = {"transform": "linear", "beta": 1.0, "hidden": (8,), "lr": 1e-2, "batch_size": 16, "min_steps": 60}
+  best, scores = runner.tune("ru_val", ru, "transform", ("linear", "residual"), helpers.MODEL, params, task, ref,
+                             seed=0, score=ev.scorer("bar", ref, ref_orig))
+  assert set(scores) == {"linear", "residual"} and np.isfinite(list(scores.values())).all()
+  assert best == min(scores, key=scores.get)
+  assert exp._fmt_value("residual") == "residual" and exp._fmt_value(0.001) == "0.001" and exp._fmt_value(200) == "200"
+
+
 class _NoTestRows(dict):
   def __getitem__(self, key):
     if key in ("x_test", "y_test"):
