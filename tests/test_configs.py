@@ -38,6 +38,19 @@ def test_config_builds_for_every_preset(name):
     assert "seed" in config and "optim" in config
 
 
+@pytest.mark.parametrize("name", CONFIGS)
+def test_docstring_launch_commands_parse(name):
+  """Every `--config=configs/<name>.py:<arg>` shown in the docstring builds (e.g. eviprobe's
+  `:smoke:path=…`, once written `:smoke,path=…`, which the parser rejects)."""
+  import re
+  module = importlib.import_module(f"configs.{name}")
+  args = re.findall(rf"--config=configs/{name}\.py(?::(\S+))?", module.__doc__ or "")
+  assert args, "docstring must show a --config=configs/<name>.py command"
+  for arg in args:
+    config = module.get_config(arg or None)
+    assert config.preset == (arg or module.PRESETS[0]).split(":")[0]
+
+
 def test_parse_arg_rejects_unknown_presets_and_keys():
   from configs import common
   preset, arg = common.parse_arg("small:dataset=x,steps=5", ("smoke", "small"), dataset="a", steps=1)
