@@ -75,7 +75,7 @@ def prepare(config, name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
   rank count that holds that setting's noisy train/validation labels and the clean test labels of
   every partition. The rank set follows the noisy labels of each draw (issue 18), so a setting's
   results do not depend on which other settings run in the same job: padding the rank set with
-  empty top ranks changes SOL's, CE's and CORN's predictions (tests/sol/test_rank_sets.py)."""
+  empty top ranks changes SOL's and CE's predictions (tests/sol/test_rank_sets.py), and CORN's."""
   parts, labels = [], {spec: [] for spec in config.noise.settings}
   for p in config.data.partitions:
     d = load(config, name, int(p))
