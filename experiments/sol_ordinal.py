@@ -1,7 +1,8 @@
 """SOL vs baselines on ordinal benchmarks with noisy training labels (clean test labels).
 
-config → data (per dataset: every partition and noise draw) → `jaxml.sol` (one trainer per method
-and dataset, reused for every partition and noise setting) → rows → results.json + summary.md.
+config → data (per dataset: every partition and noise draw; the rank set per noise setting) →
+`jaxml.sol` (one trainer per method, dataset and rank count, reused for every partition and every
+noise setting with that rank count) → rows → results.json + summary.md.
 Every method is selected on a validation split with noisy labels; SOL's decoder too.
 """
 
@@ -68,11 +69,14 @@ def load(config, name: str, partition: int) -> dict[str, Any]:
                               target=config.data.target, ranks=config.data.ranks)
 
 
-def prepare(config, name: str) -> tuple[list[dict[str, Any]], int]:
+def prepare(config, name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
   """Every partition of one dataset with a validation split and one noisy label draw per noise
-  setting (train and validation rows; test stays clean); returns them and the rank count that
-  holds every noisy label set (so one trainer serves them all)."""
-  parts, labels = [], []
+  setting (train and validation rows; test stays clean); returns them and, per noise setting, the
+  rank count that holds that setting's noisy train/validation labels and the clean test labels of
+  every partition. The rank set follows the noisy labels of each draw (issue 18), so a setting's
+  results do not depend on which other settings run in the same job: padding the rank set with
+  empty top ranks changes SOL's and CE's predictions (tests/sol/test_rank_sets.py), and CORN's."""
+  parts, labels = [], {spec: [] for spec in config.noise.settings}
   for p in config.data.partitions:
     d = load(config, name, int(p))
     seed = int(config.seed) + 1000 * int(p)
@@ -82,39 +86,43 @@ def prepare(config, name: str) -> tuple[list[dict[str, Any]], int]:
     k = int(d["num_classes"])
     clean_range = float(np.ptp(d["y_train"]))
     d.update(x_val=d["x_train"][val], y_val_clean=d["y_train"][val], x_train=d["x_train"][tr],
-             y_train=d["y_train"][tr], partition=int(p), noisy={})
+             y_train=d["y_train"][tr], partition=int(p), noisy={}, test_labels={})
     for spec in config.noise.settings:
       kind, rate = parse_noise(spec)
       noisy = [ordinal_noise.add_label_noise(y, k, kind, rate, seed=seed + int(config.noise.seed) + j,
                                              x=x, scale=clean_range, clip=config.noise.clip)
                for j, (x, y) in enumerate(((d["x_train"], d["y_train"]), (d["x_val"], d["y_val_clean"])))]
       d["noisy"][spec] = noisy
-      labels += [noisy[0][0], noisy[1][0], d["y_test"]]
+      d["test_labels"][spec] = d["y_test"]
+      labels[spec] += [noisy[0][0], noisy[1][0], d["y_test"]]
     parts.append(d)
-  if config.noise.clip == "none":   # shift every label set of this dataset to start at rank 0
-    low = min(0, *(int(np.min(y)) for y in labels))
-    for d in parts:
-      d["y_test"] = d["y_test"] - low
-      for spec, ((ytr, c), (yv, cv)) in d["noisy"].items():
+  if config.noise.clip == "none":   # shift each setting's label sets to start at rank 0
+    for spec in config.noise.settings:
+      low = min(0, *(int(np.min(y)) for y in labels[spec]))
+      for d in parts:
+        ((ytr, c), (yv, cv)) = d["noisy"][spec]
         d["noisy"][spec] = ((ytr - low, c), (yv - low, cv))
-    labels = [y - low for y in labels]
-  return parts, ordinal_noise.noisy_rank_count(*labels)
+        d["test_labels"][spec] = d["y_test"] - low
+      labels[spec] = [y - low for y in labels[spec]]
+  return parts, {spec: ordinal_noise.noisy_rank_count(*ys) for spec, ys in labels.items()}
 
 
 def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
   parts, num_ranks = prepare(config, name)
-  settings = {**dict(config.sol), "num_classes": num_ranks}
   train_cfg = train_config(config)
   rows = []
   for method in config.methods:
-    trainer = None   # built on first use: one compilation per method and dataset
+    trainers = {}   # built on first use: one compilation per method, dataset and rank count
     for spec in config.noise.settings:
       for d in parts:
         key = f"{method}|{name}/{spec}|{d['partition']}|{int(config.seed)}"
         if key in done:
           rows += done[key]
           continue
-        trainer = trainer or sol.make_trainer(method, settings, train_cfg)
+        k = num_ranks[spec]
+        if k not in trainers:
+          trainers[k] = sol.make_trainer(method, {**dict(config.sol), "num_classes": k}, train_cfg)
+        trainer = trainers[k]
         (y_noisy, corruption), (y_val, _) = d["noisy"][spec]
         fitted = sol.fit(trainer, d["x_train"], y_noisy, d["x_val"], y_val,
                          seed=int(config.seed) + 1000 * d["partition"], name=key)
@@ -129,7 +137,7 @@ def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
 
 def rows_for(config, trainer, fitted, d, spec, method, name, y_noisy, corruption) -> list[dict]:
   """One row for the method's validation-chosen decoder, plus one per decoder (SOL family)."""
-  y = d["y_test"]
+  y = d["test_labels"][spec]
   cost = {"wall_s": fitted.wall_s, "steps": float(trainer.steps), "steps_per_s": fitted.steps_per_s}
   base = {"noise_rate": parse_noise(spec)[1], "corruption": corruption, "num_ranks": trainer.learner.settings[
       "num_classes"], "best_step": fitted.best_step, "val_mae": fitted.val_mae[fitted.decoder]}
