@@ -115,11 +115,11 @@ def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
     trainers = {}   # built on first use: one compilation per method, dataset and rank count
     for spec in config.noise.settings:
       for d in parts:
-        key = f"{method}|{name}/{spec}|{d['partition']}|{int(config.seed)}"
+        k = num_ranks[spec]   # in the key: a cache written under another rank set is not resumed
+        key = f"{method}|{name}/{spec}|{d['partition']}|{int(config.seed)}|K{k}"
         if key in done:
           rows += done[key]
           continue
-        k = num_ranks[spec]
         if k not in trainers:
           trainers[k] = sol.make_trainer(method, {**dict(config.sol), "num_classes": k}, train_cfg)
         trainer = trainers[k]
