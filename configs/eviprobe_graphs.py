@@ -97,8 +97,10 @@ def get_config(arg=None):
   config.epn = dict(hidden=64, steps={"smoke": 100, "small": 200}.get(preset, 500), lr=0.01, l2=1e-4)
   # GPN (Stadler et al. 2021) defaults: latent 16, 10 radial layers per class, APPNP K = 10, a = 0.1,
   # entropy regulariser 1e-4, Adam lr 0.01, weight decay 1e-3; early stopping on validation UCE.
+  # warmup_epochs: flow-only epochs before the full training (GPN's pre_train_mode 'flow', 5 epochs); latent_norm:
+  # batch norm of the latent before the flows (not in GPN's batched-flow model; off).
   config.gpn = dict(hidden=64, latent=16, flow_layers=10, dropout=0.5, k_prop=10, teleport=0.1, entropy_reg=1e-4,
-                    l2=1e-3, lr=0.01, max_epochs=1000 if spec_training else {"smoke": 30}.get(preset, 300),
+                    l2=1e-3, lr=0.01, warmup_epochs=5, latent_norm=False, max_epochs=1000 if spec_training else {"smoke": 30}.get(preset, 300),
                     patience=50 if spec_training else {"smoke": 10}.get(preset, 30))
   config.log_every = 100
   config.progress = preset in ("full", "protocol")

@@ -8,7 +8,16 @@
   α = 1 + β̃
 Loss on train nodes: UCE = mean_i [ψ(α_i0) − ψ(α_{i y_i})] − λ · mean_i H(Dir(α_i)), plus
 (l2 / 2)‖θ‖². Scores: vacuity K / α_0 (OOD, epistemic) and 1 − ᾱ_ŷ with ŷ = argmax α
-(misclassification, aleatoric). GPN's flow-only warm-up epochs are not used (one phase).
+(misclassification, aleatoric).
+
+Options (both read from the config; off reproduces the one-phase model exactly):
+- flow-only warm-up (`phase="warmup"` of `make_gpn_method`; `pipeline.fit_gpn` runs `warmup_epochs` of it before the
+  full training): only `flows/*` get updates, loss UCE − λ·H without the l2 term (GPN's warm-up optimiser has the
+  flows' weight decay, 0). Stadler et al.'s setting: pre_train_mode flow, 5 warm-up epochs.
+- `latent_norm`: batch norm of z before the flows (learned scale and shift). While training, statistics over all
+  nodes of the (full-batch) graph; `latent_stats` then freezes the clean graph's statistics into the variables,
+  so a shifted graph is normalised like the clean one (BatchNorm's eval mode). GPN's batched-flow model has none
+  (Posterior Network's latent does); default off.
 
 Radial layer (Rezende & Mohamed 2015), applied in the density direction x → f(x):
   f(x) = x + b h(r) (x − x₀),  r = ‖x − x₀‖,  h = 1 / (a + r),  a = softplus(â), b = −a + softplus(b̂)
@@ -29,7 +38,7 @@ from jaxml.eviprobe.probe import LOG_CLAMP, propagate_scalar
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import FirstLinear, SparseFeatures
 
-__all__ = ["RadialFlows", "GPN", "uce_loss", "dirichlet_entropy", "make_gpn_method", "gpn_scores"]
+__all__ = ["RadialFlows", "LatentNorm", "GPN", "MODEL_KEYS", "latent_stats", "uce_loss", "dirichlet_entropy", "make_gpn_method", "gpn_scores"]
 
 
 class RadialFlows(nn.Module):
@@ -59,6 +68,24 @@ class RadialFlows(nn.Module):
     return base + log_det
 
 
+class LatentNorm(nn.Module):
+  """Batch norm over nodes: (z − mean) / sqrt(var + eps) · scale + shift. Uses the frozen statistics in the
+  `latent_stats` collection when present, else the statistics of this call's nodes (sown as `stats`)."""
+
+  eps: float = 1e-5
+
+  @nn.compact
+  def __call__(self, z: jax.Array) -> jax.Array:
+    scale = self.param("scale", nn.initializers.ones, (z.shape[-1],))
+    shift = self.param("shift", nn.initializers.zeros, (z.shape[-1],))
+    if self.has_variable("latent_stats", "mean"):
+      mean, var = self.get_variable("latent_stats", "mean"), self.get_variable("latent_stats", "var")
+    else:
+      mean, var = jnp.mean(z, 0), jnp.var(z, 0)
+      self.sow("intermediates", "stats", (mean, var))
+    return (z - mean) * jax.lax.rsqrt(var + self.eps) * scale + shift
+
+
 class GPN(nn.Module):
   """Encoder MLP -> per-class radial-flow log densities [N, K] (no propagation; see `gpn_alpha`).
 
@@ -71,6 +98,7 @@ class GPN(nn.Module):
   latent: int = 16
   layers: int = 10
   dropout: float = 0.5
+  latent_norm: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array | SparseFeatures, num_nodes: int, train: bool = False) -> jax.Array:
@@ -78,6 +106,8 @@ class GPN(nn.Module):
     h = nn.relu(q + self.param("enc_bias", nn.initializers.zeros, (self.hidden,)))
     h = nn.Dropout(self.dropout, deterministic=not train)(h)
     z = nn.Dense(self.latent, name="enc_out")(h)
+    if self.latent_norm:
+      z = LatentNorm(name="latent_norm")(z)
     return RadialFlows(self.num_classes, self.latent, self.layers, name="flows")(z)
 
 
@@ -111,17 +141,26 @@ def dirichlet_entropy(alpha: jax.Array) -> jax.Array:
   return log_b + (a0 - k) * digamma(a0) - jnp.sum((alpha - 1.0) * digamma(alpha), -1)
 
 
+# The model/loss keys `make_gpn_method` reads (training keys are `pipeline.fit_gpn`'s).
+MODEL_KEYS = ("hidden", "latent", "flow_layers", "dropout", "k_prop", "teleport", "entropy_reg", "l2", "latent_norm")
+# Parameters the warm-up trains: the radial flows only (regex over '/'-joined paths; the rest is frozen).
+FLOW_ONLY_FROZEN = (r"^params/(?!flows/)",)
+
+
 def _hparams(cfg: Mapping[str, Any]) -> dict:
   return dict(hidden=int(cfg["hidden"]), latent=int(cfg["latent"]), layers=int(cfg["flow_layers"]),
-              dropout=float(cfg["dropout"]))
+              dropout=float(cfg["dropout"]), latent_norm=bool(cfg["latent_norm"]))
 
 
-def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int) -> tuple[core.Method, GPN]:
+def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int, *,
+                    phase: str = "full") -> tuple[core.Method, GPN]:
   """core.Method for GPN on a full-graph batch (features, edges, labels, train_mask, val_mask and
-  `class_counts` [K], the train-set N_c). cfg keys: hidden, latent, flow_layers, dropout, k_prop,
-  teleport, entropy_reg, l2. Eval reports `val_uce`, `val_ce` (of ᾱ) and `val_acc`."""
+  `class_counts` [K], the train-set N_c). cfg keys: `MODEL_KEYS`. Eval reports `val_uce`, `val_ce` (of ᾱ)
+  and `val_acc`. phase "warmup": only the flows train (`frozen`), loss without the l2 term."""
+  if phase not in ("full", "warmup"):
+    raise ValueError(f"unknown GPN phase {phase!r}; expected 'full' or 'warmup'")
   model = GPN(num_classes, num_features, **_hparams(cfg))
-  lam, l2 = float(cfg["entropy_reg"]), float(cfg["l2"])
+  lam, l2 = float(cfg["entropy_reg"]), (float(cfg["l2"]) if phase == "full" else 0.0)
   prop = dict(latent=int(cfg["latent"]), teleport=float(cfg["teleport"]), k_prop=int(cfg["k_prop"]))
 
   def alpha_of(params, batch, train=False, rng=None):
@@ -150,7 +189,19 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int)
     return {"val_uce": uce_loss(alpha, labels, mask), "val_ce": jnp.sum(ce * mask) / denom,
             "val_acc": jnp.sum(acc * mask) / denom}
 
-  return core.Method(init, loss_fn, eval_fn, predict_fn=lambda params, batch: alpha_of(params, batch)), model
+  frozen = FLOW_ONLY_FROZEN if phase == "warmup" else ()
+  return core.Method(init, loss_fn, eval_fn, predict_fn=lambda params, batch: alpha_of(params, batch),
+                     frozen=frozen), model
+
+
+def latent_stats(model: GPN, params: Any, batch: Mapping[str, Any]) -> Any:
+  """Variables with the clean graph's latent batch-norm statistics frozen in (eval mode, no dropout);
+  unchanged when the model has no `latent_norm`."""
+  if not model.latent_norm:
+    return params
+  _, state = model.apply(params, _features(batch), batch["labels"].shape[0], mutable=["intermediates"])
+  mean, var = state["intermediates"]["latent_norm"]["stats"][0]
+  return dict(params, latent_stats={"latent_norm": {"mean": mean, "var": var}})
 
 
 def _scores(model: GPN, params: Any, batch: Mapping[str, Any], class_counts: jax.Array, latent: int, teleport: float,

@@ -6,7 +6,8 @@
 
 `config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), `baselines`,
 `ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2),
-`gpn` (`gpn.make_gpn_method` keys plus lr, max_epochs, patience; read only when 'gpn' is a baseline)
+`gpn` (`gpn.MODEL_KEYS` plus `GPN_TRAIN_KEYS`: lr, max_epochs, patience, warmup_epochs; read only when 'gpn' is a
+  baseline; other keys are errors)
 and `mc_samples`. Every scorer returns numpy arrays `ood` (higher = more OOD), `misc` (higher = more
 likely misclassified), `probs` [N, K] and `pred` [N]. Structure-dependent methods read the edges of
 the batch they score, so a shift that rewires the graph is seen by all of them; GKDE (a prior built
@@ -29,7 +30,7 @@ from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
 __all__ = ["OURS", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
-           "fit_posthoc", "fit_epn", "fit_gpn", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
+           "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
 
 OURS = "xeviprobe"
 BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
@@ -132,25 +133,44 @@ def fit_epn(config: Mapping[str, Any], z: np.ndarray, labels: np.ndarray, train_
   return res.state.params, time.perf_counter() - t0
 
 
+# Training keys of the `gpn` section (the model keys are `gpn.MODEL_KEYS`).
+GPN_TRAIN_KEYS = ("lr", "max_epochs", "patience", "warmup_epochs")
+
+
 def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: int, num_classes: int,
-            seed: int) -> tuple[Any, float]:
-  """Trains GPN on the clean graph through core.train (early stopping on validation UCE);
-  returns ((model, params, class_counts), wall seconds)."""
+            seed: int) -> tuple[Any, float, dict[str, float]]:
+  """Trains GPN on the clean graph through core.train: `warmup_epochs` flow-only epochs (no selection), then
+  the full model from there (early stopping on validation UCE; fresh Adam state, as GPN's two optimisers).
+  Returns ((model, params, class_counts), wall seconds, {val_uce, val_acc, best_epoch} of the selected params)."""
   g = _section(config, "gpn")
+  unknown = sorted(set(g) - set(gpn_lib.MODEL_KEYS) - set(GPN_TRAIN_KEYS))
+  if unknown:
+    raise ValueError(f"unknown gpn setting(s) {unknown}; expected some of "
+                     f"{', '.join(gpn_lib.MODEL_KEYS + GPN_TRAIN_KEYS)}")
   labels = np.asarray(batch["labels"])
   counts = np.bincount(labels[np.asarray(batch["train_mask"]) > 0], minlength=num_classes).astype(np.float32)
   feats = {k: v for k, v in batch.items() if k in ("x", "feat_rows", "feat_cols", "feat_vals")}
   method, model = gpn_lib.make_gpn_method(g, num_features, num_classes)
   gb = dict(feats, edges=np.asarray(batch["edges"]), labels=labels, train_mask=np.asarray(batch["train_mask"]),
             val_mask=np.asarray(batch["val_mask"]), class_counts=counts)
-  epochs = int(g["max_epochs"])
-  train_cfg = {"optim": {"name": "adam", "lr": float(g["lr"])}, "num_steps": epochs, "eval_every": 1,
-               "log_every": epochs}
+  epochs, warmup = int(g["max_epochs"]), int(g["warmup_epochs"])
+  optim = {"name": "adam", "lr": float(g["lr"])}
   t0 = time.perf_counter()
+  init_params = None
+  if warmup > 0:
+    warm, _ = gpn_lib.make_gpn_method(g, num_features, num_classes, phase="warmup")
+    init_params = core.train(warm, lambda _s: gb, {"optim": optim, "num_steps": warmup, "log_every": warmup},
+                             seed=seed + 31, shard_batch_rows=False, name="gpn_warmup", progress=False).params
+  train_cfg = {"optim": optim, "num_steps": epochs, "eval_every": 1, "log_every": epochs}
   res = core.train(method, lambda _s: gb, train_cfg, seed=seed + 31, eval_batches=[gb], shard_batch_rows=False,
-                   select=core.Selection("val_uce", "min", every=1, patience=int(g["patience"])), name="gpn",
-                   progress=False)
-  return (model, res.params, jnp.asarray(counts)), time.perf_counter() - t0
+                   init_params=init_params, select=core.Selection("val_uce", "min", every=1,
+                                                                  patience=int(g["patience"])),
+                   name="gpn", progress=False)
+  params = gpn_lib.latent_stats(model, res.params, gb)
+  secs = time.perf_counter() - t0
+  val = method.eval_fn(res.params, gb)
+  info = {"val_uce": float(val["val_uce"]), "val_acc": float(val["val_acc"]), "best_epoch": float(res.best_step or 0)}
+  return (model, params, jnp.asarray(counts)), secs, info
 
 
 def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, Any], train_idx: np.ndarray,
@@ -187,8 +207,8 @@ def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, An
     cost["epn"] = {"train_s": secs}
   gpn = None
   if "gpn" in baselines:
-    gpn, secs = fit_gpn(config, batch, int(model.num_features), num_classes, seed)
-    cost["gpn"] = {"train_s": secs}
+    gpn, secs, info = fit_gpn(config, batch, int(model.num_features), num_classes, seed)
+    cost["gpn"] = {"train_s": secs} | info   # GPN's selection metrics on validation ride along with its cost
   return Fitted(cfgs, probes, maha_z, probes[OURS].temperature, gkde, epn, gpn, edges, labels,
                 np.asarray(train_idx), num_classes, cost)
 

@@ -11,7 +11,8 @@ from jaxml.eviprobe import gpn, pipeline
 from jaxml.metrics import ood
 from jaxml.nn.gnn import SparseFeatures
 
-CFG = dict(hidden=32, latent=2, flow_layers=6, dropout=0.0, k_prop=10, teleport=0.1, entropy_reg=1e-4, l2=1e-3)
+CFG = dict(hidden=32, latent=2, flow_layers=6, dropout=0.0, k_prop=10, teleport=0.1, entropy_reg=1e-4, l2=1e-3,
+           latent_norm=False)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -100,12 +101,12 @@ def _tiny_graph():
 
 def test_tiny_gpn_run_beats_chance_and_flags_noise():
   g, masks, batch = _tiny_graph()
-  cfg = dict(CFG, latent=4, lr=0.01, max_epochs=80, patience=80)
+  cfg = dict(CFG, latent=4, lr=0.01, max_epochs=80, patience=80, warmup_epochs=0)
 
   class _Model:            # fit_gpn reads the feature count from the backbone module
     num_features = 16
 
-  (model, params, counts), _ = pipeline.fit_gpn({"gpn": cfg}, batch, _Model.num_features, 3, seed=0)
+  (model, params, counts), _, _ = pipeline.fit_gpn({"gpn": cfg}, batch, _Model.num_features, 3, seed=0)
   s = gpn.gpn_scores(cfg, model, params, batch, counts)
   test = masks["test_mask"]
   acc = float(np.mean(np.asarray(s["pred"])[test] == g["labels"][test]))
@@ -132,3 +133,75 @@ def test_gpn_method_trains_through_core():
   first = method.eval_fn(method.init(jax.random.key(0), batch), batch)["val_uce"]
   best = method.eval_fn(res.params, batch)["val_uce"]
   assert float(best) < float(first)
+
+
+def _tiny_gpn_batch():
+  _, _, batch = _tiny_graph()
+  return dict(batch, class_counts=np.bincount(batch["labels"][batch["train_mask"] > 0], minlength=3).astype(np.float32))
+
+
+def _leaves_by_path(params) -> dict[str, np.ndarray]:
+  flat = jax.tree_util.tree_flatten_with_path(params)[0]
+  return {jax.tree_util.keystr(path): np.asarray(x) for path, x in flat}
+
+
+def test_flow_warmup_updates_only_the_flows():
+  batch = _tiny_gpn_batch()
+  warm, _ = gpn.make_gpn_method(CFG, 16, 3, phase="warmup")
+  start = warm.init(jax.random.key(0), batch)
+  res = core.train(warm, lambda _s: batch, {"optim": {"name": "adam", "lr": 0.01}, "num_steps": 5, "log_every": 5},
+                   init_params=start, shard_batch_rows=False, progress=False)
+  before, after = _leaves_by_path(start), _leaves_by_path(res.params)
+  flow = [k for k in before if "'flows'" in k]
+  assert flow and len(flow) < len(before)
+  for k in before:
+    if k in flow:
+      assert not np.array_equal(before[k], after[k]), k
+    else:
+      np.testing.assert_array_equal(before[k], after[k], err_msg=k)
+
+
+def test_gpn_options_off_reproduce_the_one_phase_training():
+  batch = _tiny_gpn_batch()
+  cfg = dict(CFG, lr=0.01, max_epochs=15, patience=15, warmup_epochs=0)
+  (_, params, _), _, info = pipeline.fit_gpn({"gpn": cfg}, batch, 16, 3, seed=3)
+  method, _ = gpn.make_gpn_method(CFG, 16, 3)
+  ref = core.train(method, lambda _s: batch, {"optim": {"name": "adam", "lr": 0.01}, "num_steps": 15, "eval_every": 1,
+                                              "log_every": 15}, seed=3 + 31, eval_batches=[batch],
+                   shard_batch_rows=False, select=core.Selection("val_uce", "min", every=1, patience=15),
+                   progress=False)
+  assert set(params) == {"params"} and "latent_norm" not in params["params"]
+  jax.tree.map(np.testing.assert_array_equal, params, ref.params)
+  assert 0.0 <= info["val_acc"] <= 1.0 and info["best_epoch"] >= 1
+  # and the warm-up changes the result (it is not a no-op)
+  (_, warmed, _), _, _ = pipeline.fit_gpn({"gpn": dict(cfg, warmup_epochs=3)}, batch, 16, 3, seed=3)
+  assert not np.array_equal(np.asarray(warmed["params"]["flows"]["centre"]), np.asarray(params["params"]["flows"]["centre"]))
+
+
+@pytest.mark.parametrize("typo", ["warmup_epoch", "latent_batchnorm"])
+def test_gpn_config_typo_fails(typo):
+  cfg = dict(CFG, lr=0.01, max_epochs=2, patience=2, warmup_epochs=0, **{typo: 1})
+  with pytest.raises(ValueError, match=typo):
+    pipeline.fit_gpn({"gpn": cfg}, _tiny_gpn_batch(), 16, 3, seed=0)
+  with pytest.raises(KeyError, match="latent_norm"):       # a model key is required, not defaulted
+    gpn.make_gpn_method({k: v for k, v in CFG.items() if k != "latent_norm"}, 16, 3)
+  with pytest.raises(ValueError, match="phase"):
+    gpn.make_gpn_method(CFG, 16, 3, phase="flow")
+
+
+def test_latent_norm_freezes_the_clean_graph_statistics():
+  batch = _tiny_gpn_batch()
+  cfg = dict(CFG, latent_norm=True, lr=0.01, max_epochs=10, patience=10, warmup_epochs=2)
+  (model, params, counts), _, _ = pipeline.fit_gpn({"gpn": cfg}, batch, 16, 3, seed=0)
+  stats = params["latent_stats"]["latent_norm"]
+  z_free = {"params": params["params"]}
+  # on the clean graph the frozen statistics are the graph's own: same α as the batch-statistics path
+  a_frozen = gpn.gpn_scores(cfg, model, params, batch, counts)["alpha"]
+  a_batch = gpn.gpn_scores(cfg, model, z_free, batch, counts)["alpha"]
+  np.testing.assert_allclose(np.asarray(a_frozen), np.asarray(a_batch), rtol=1e-4)
+  # on a shifted graph the frozen path does not renormalise the shift away
+  shifted = dict(batch, x=batch["x"] + 5.0)
+  a_shift = gpn.gpn_scores(cfg, model, params, shifted, counts)["alpha"]
+  a_shift_batch = gpn.gpn_scores(cfg, model, z_free, shifted, counts)["alpha"]
+  assert not np.allclose(np.asarray(a_shift), np.asarray(a_shift_batch))
+  assert stats["mean"].shape == (CFG["latent"],) and np.all(np.asarray(stats["var"]) > 0)
