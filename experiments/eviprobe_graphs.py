@@ -65,8 +65,14 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
   pl.probe_configs(posthoc)
   train = dict(config.train)
   core.make_optimizer(dict(config.optim))
+  num_members = int(config.ensemble_size) if {"ensemble", "ensemble_var"} & set(config.baselines) else 1
+  if num_members > 1 and float(config.optim.clip_norm) > 0:
+    # one global norm over the stack would couple the members: member 0 would no longer be the backbone trained alone
+    raise common.ConfigError("optim.clip_norm > 0 clips the whole ensemble stack at once; run the ensemble baselines "
+                             "with clip_norm = 0 (or without them)")
   return dict(data=data, backbone=backbone, posthoc=posthoc, train=train, shift=dict(config.shift),
               data_dir=config.data_dir, seed=int(config.seed), ensemble_size=int(config.ensemble_size),
+              num_members=num_members,
               settings=tuple(config.settings), isolated_datasets=tuple(config.isolated_datasets),
               splits=tuple(config.splits), inits=tuple(config.inits), progress=bool(config.progress),
               core_train=train_config(config))
@@ -217,7 +223,7 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
   shift_fns = shift_functions(config, shifts)
   rows: list[dict] = []
   writer = core.MetricWriter(workdir)
-  num_members = int(config.ensemble_size) if {"ensemble", "ensemble_var"} & set(config.baselines) else 1
+  num_members = p["num_members"]    # the backbone is trained stacked with the ensemble members when they run
   for dname in config.data.datasets:
     g = load(config, dname)
     x_clean, edges, labels_all, k_all = g["features"], g["edges"], g["labels"], int(g["num_classes"])
