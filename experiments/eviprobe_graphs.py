@@ -1,10 +1,10 @@
 """X-EviProbe on frozen GNNs: OOD and misclassification detection under GPN-style shifts.
 
-For every dataset x split x init: train the backbone (stacked with the deep-ensemble members,
-member 0 is "the" backbone, the same model a run without ensemble baselines trains) through core.train with validation selection and early stopping
-(checkpointed under checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit every
-post-hoc method on the clean graph
-(`jaxml.eviprobe.pipeline`), then score every shift setting:
+For every dataset x split x init: train the backbone (stacked with the deep-ensemble members;
+member 0 is "the" backbone, the same model a run without ensemble baselines trains) through
+core.train with validation selection and early stopping (checkpointed under
+checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit every post-hoc method on the
+clean graph (`jaxml.eviprobe.pipeline`), then score every shift setting:
   loc                 leave-out-classes (poisoning; the backbone never saw those labels)
   normal, bernoulli   feature perturbation of 10% of non-train nodes (evasion)
   *_isolated          one node perturbed at a time (one forward pass each); ID = clean test nodes
