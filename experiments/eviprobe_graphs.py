@@ -1,10 +1,10 @@
 """X-EviProbe on frozen GNNs: OOD and misclassification detection under GPN-style shifts.
 
-For every dataset x split x init: train the backbone (stacked with the deep-ensemble members,
-member 0 is "the" backbone) through core.train with validation selection and early stopping
-(checkpointed under checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit every
-post-hoc method on the clean graph
-(`jaxml.eviprobe.pipeline`), then score every shift setting:
+For every dataset x split x init: train the backbone (stacked with the deep-ensemble members;
+member 0 is "the" backbone, the same model a run without ensemble baselines trains) through
+core.train with validation selection and early stopping (checkpointed under
+checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit every post-hoc method on the
+clean graph (`jaxml.eviprobe.pipeline`), then score every shift setting:
   loc                 leave-out-classes (poisoning; the backbone never saw those labels)
   normal, bernoulli   feature perturbation of 10% of non-train nodes (evasion)
   *_isolated          one node perturbed at a time (one forward pass each); ID = clean test nodes
@@ -20,7 +20,7 @@ AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Write
 
 import os
 import time
-from typing import Mapping
+from typing import Any, Mapping
 
 import jax
 import matplotlib
@@ -65,8 +65,14 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
   pl.probe_configs(posthoc)
   train = dict(config.train)
   core.make_optimizer(dict(config.optim))
+  num_members = int(config.ensemble_size) if {"ensemble", "ensemble_var"} & set(config.baselines) else 1
+  if num_members > 1 and float(config.optim.clip_norm) > 0:
+    # one global norm over the stack would couple the members: member 0 would no longer be the backbone trained alone
+    raise common.ConfigError("optim.clip_norm > 0 clips the whole ensemble stack at once; run the ensemble baselines "
+                             "with clip_norm = 0 (or without them)")
   return dict(data=data, backbone=backbone, posthoc=posthoc, train=train, shift=dict(config.shift),
               data_dir=config.data_dir, seed=int(config.seed), ensemble_size=int(config.ensemble_size),
+              num_members=num_members,
               settings=tuple(config.settings), isolated_datasets=tuple(config.isolated_datasets),
               splits=tuple(config.splits), inits=tuple(config.inits), progress=bool(config.progress),
               core_train=train_config(config))
@@ -93,6 +99,22 @@ def train_config(config) -> dict:
   return dict(optim=dict(config.optim), num_steps=int(config.train.max_epochs), eval_every=int(config.train.eval_every),
               log_every=int(config.log_every), checkpoint_every=int(config.checkpoint_every), mesh=dict(config.mesh),
               steps_per_dispatch=int(config.steps_per_dispatch))
+
+
+def train_backbone(config, model, batch: Mapping[str, np.ndarray], *, seed: int, num_members: int = 1,
+                   workdir: str | None = None, name: str = "backbone",
+                   writer: core.MetricWriter | None = None) -> tuple[core.TrainResult, Any, Any, float]:
+  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with
+  validation selection; returns (result, stacked params, member-0 params, wall seconds). Member 0 is the
+  model a single run (`num_members` = 1) trains, so X-EviProbe's backbone does not depend on the ensemble."""
+  t0 = time.perf_counter()
+  res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
+                   lambda _step: batch, train_config(config), workdir=workdir, seed=seed, name=name, writer=writer,
+                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
+                   select=bb.selection(int(config.train.patience), int(config.train.eval_every)),
+                   shard_batch_rows=False, progress=bool(config.progress))
+  params = bb.member(res.params, 0) if num_members > 1 else res.params
+  return res, res.params, params, time.perf_counter() - t0
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:
@@ -201,7 +223,7 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
   shift_fns = shift_functions(config, shifts)
   rows: list[dict] = []
   writer = core.MetricWriter(workdir)
-  num_members = int(config.ensemble_size) if {"ensemble", "ensemble_var"} & set(config.baselines) else 1
+  num_members = p["num_members"]    # the backbone is trained stacked with the ensemble members when they run
   for dname in config.data.datasets:
     g = load(config, dname)
     x_clean, edges, labels_all, k_all = g["features"], g["edges"], g["labels"], int(g["num_classes"])
@@ -221,16 +243,9 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
         batch = dict(_features(config, x_clean), edges=edges, labels=labels,
                      train_mask=tr_mask.astype(np.float32), val_mask=va_mask.astype(np.float32))
         seed = p["seed"] + 1000 * split + init
-        t0 = time.perf_counter()
-        res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
-                         lambda _step: batch, train_config(config), workdir=workdir, seed=seed,
-                         name=f"{dname}/{poison}/split{split}_init{init}", writer=writer,
-                         init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
-                         select=bb.selection(int(config.train.patience), int(config.train.eval_every)),
-                         shard_batch_rows=False, progress=bool(config.progress))
-        stacked = res.params
-        train_s = time.perf_counter() - t0
-        params = bb.member(stacked, 0) if num_members > 1 else stacked
+        res, stacked, params, train_s = train_backbone(config, model, batch, seed=seed, num_members=num_members,
+                                                       workdir=workdir, name=f"{dname}/{poison}/split{split}_init{init}",
+                                                       writer=writer)
         fitted = pl.fit_posthoc(posthoc, model, params, batch, np.flatnonzero(tr_mask), np.flatnonzero(va_mask), k,
                                 seed=seed)
         print(f"[eviprobe_graphs] {dname} split {split} init {init} {poison}: backbone {int(res.state.step)} epochs "

@@ -21,7 +21,7 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "selection", "make_forward", "make_mc_forward", "member", "forward", "forward_eval",
+           "selection", "make_forward", "make_mc_forward", "member_keys", "member", "forward", "forward_eval",
            "ensemble_logits", "mc_logits"]
 
 BACKBONES = ("gcn", "gat", "appnp")
@@ -73,9 +73,11 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
   """core.Method for full-batch node classification with masked cross-entropy.
 
   With `num_members` > 1 the parameters are a stack of independent models (leading axis M,
-  one init key and one dropout key each) and the loss is the sum of the members' losses, so
-  each member's gradient, and hence its Adam trajectory, is exactly that of training it alone;
-  one stacked step shares the feature matmul between members (a deep ensemble at ~1 model's cost).
+  one init key and one dropout key each, from `member_keys`) and the loss is the sum of the
+  members' losses, so each member's gradient, and hence its Adam trajectory, is exactly that of
+  training it alone; one stacked step shares the feature matmul between members (a deep ensemble
+  at ~1 model's cost). Member 0 gets the very keys a single model gets, so it *is* the model that
+  `num_members=1` trains: the backbone read from a stack does not depend on the ensemble size.
   """
 
   def apply(params, batch, *, train=False, rng=None):
@@ -109,10 +111,10 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
       return {"val_ce": ce, "val_acc": acc}
   else:
     def init(rng, batch):
-      return jax.vmap(lambda k: init_one(k, batch))(jax.random.split(rng, num_members))
+      return jax.vmap(lambda k: init_one(k, batch))(member_keys(rng, num_members))
 
     def loss_fn(params, batch, rng):
-      loss, ce, acc = jax.vmap(lambda p, k: loss_one(p, batch, k))(params, jax.random.split(rng, num_members))
+      loss, ce, acc = jax.vmap(lambda p, k: loss_one(p, batch, k))(params, member_keys(rng, num_members))
       return loss.sum(), {"ce": ce.mean(), "train_acc": acc.mean()}
 
     def eval_fn(params, batch):
@@ -120,6 +122,18 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
       return {"val_ce": ce, "val_acc": acc}          # per member [M]
 
   return core.Method(init, loss_fn, eval_fn)
+
+
+def member_keys(rng: jax.Array, num_members: int) -> jax.Array:
+  """Keys [M] of a stack's members: member 0 gets `rng` itself (the key a single model gets, for its
+  init and each step's dropout), member i > 0 gets `fold_in(rng, i)`.
+
+  Why not `split(rng, M)`: its row 0 is not `rng`, so member 0 of a stack would be a different
+  model from the one trained alone, and everything read from member 0 (X-EviProbe's backbone)
+  would change with whether ensemble baselines run.
+  """
+  rest = jax.vmap(lambda i: jax.random.fold_in(rng, i))(jnp.arange(1, num_members))
+  return jnp.concatenate([rng[None], rest])
 
 
 def member(params: Any, index: int) -> Any:

@@ -111,7 +111,7 @@ def test_stacked_ensemble_gradient_equals_members_alone():
   params = stacked.init(jax.random.key(0), batch)
   rng_step = jax.random.key(7)
   grads = jax.jit(jax.grad(lambda p: stacked.loss_fn(p, batch, rng_step)[0]))(params)
-  keys = jax.random.split(rng_step, 3)
+  keys = bb.member_keys(rng_step, 3)     # member 0 gets rng_step itself, as the single model
   single_grad = jax.jit(jax.grad(lambda p, k: single.loss_fn(p, batch, k)[0]))
   for i in range(3):
     g_i = single_grad(bb.member(params, i), keys[i])

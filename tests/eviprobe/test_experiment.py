@@ -74,6 +74,12 @@ def test_unknown_names_rejected():
   config.eviprobe.propagation = "diffusion"
   with pytest.raises(ValueError, match="unknown propagation"):
     eviprobe_graphs.plan(config)
+  config = cfg_module.get_config("smoke")
+  config.optim.clip_norm = 1.0          # a global norm over the ensemble stack would couple its members
+  with pytest.raises(ValueError, match="clip_norm"):
+    eviprobe_graphs.plan(config)
+  config.baselines = ("msp",)
+  assert eviprobe_graphs.plan(config)["num_members"] == 1
 
 
 def test_validation_choice_ranks_grid_by_mean_ood_auroc():
