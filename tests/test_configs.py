@@ -1,7 +1,7 @@
 """Every config builds for every preset; every config leaf is read (strict configs, issue 11.4).
 
-The read-tracking tests run each experiment's smoke preset as a subprocess with
-JAXML_CONFIG_READS set (the launcher then dumps the leaves and the leaves read), one case per
+The read-tracking tests run each experiment's smoke preset (with the shorter run lengths of `SHORTER`) as a
+subprocess with JAXML_CONFIG_READS set (the launcher then dumps the leaves and the leaves read), one case per
 experiment so each owner can run theirs: `pytest tests/test_configs.py -k sol_ordinal`.
 Experiments with a `plan(config)` are also checked for every preset, in-process.
 """
@@ -73,12 +73,29 @@ def test_read_tracking_records_leaves_through_every_access_path():
   assert common.override_keys(["--config=x.py", "--config.b.c=3", "--noconfig.flag", "--workdir=w"]) == ["b.c", "flag"]
 
 
+# Shorter runs of the smoke presets: only run lengths and data sizes, never a method, data set or section, so the
+# smoke run takes the same code paths and reads the same leaves (an override is itself checked: a leaf the run
+# never reads makes the launcher fail). A shortened run can only read fewer leaves, never more.
+SHORTER = {
+    "eviprobe_graphs": ("train.max_epochs=4", "gpn.max_epochs=4", "gpn.warmup_epochs=2", "epn.steps=4",
+                        "ensemble_size=2", "mc_samples=2"),
+    "emf_generate": ("num_steps=4", "classifier.steps=4"),
+    "causal_reward": ("epochs=1", "synthetic.n_train=512", "synthetic.n_val=128", "synthetic.n_test=256",
+                      "synthetic.pool_size=256", "synthetic.bon_prompts=8", "synthetic.bon_candidates=16",
+                      "synthetic.probe_steps=4"),
+    "smile_uci": ("smile.member_epochs=2", "smile.budget_epochs=6"),
+    "sol_ordinal": ("train.steps=40",),
+    "unlearning": ("train.epochs=2.0",),
+}
+
+
 def _smoke_reads(name: str, tmp_path: pathlib.Path) -> dict:
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
   env.update(JAXML_CONFIG_READS=str(tmp_path / "reads.json"), JAXML_COMPILATION_CACHE="0")
+  shorter = [f"--config.{o}" for o in SHORTER.get(name, ())]
   proc = subprocess.run([sys.executable, "-m", f"experiments.{name}", f"--config=configs/{name}.py:smoke",
-                         f"--workdir={tmp_path / 'run'}"], cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=600)
+                         f"--workdir={tmp_path / 'run'}", *shorter], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return json.loads((tmp_path / "reads.json").read_text())
 

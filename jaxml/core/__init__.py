@@ -2,6 +2,7 @@
 checkpoints. Start with `Method` and `train` (see docs/adding_a_method.md)."""
 
 from jaxml.core.checkpoint import latest_step, make_manager, restore, restore_or_init, save
+from jaxml.core.config import reject_unknown
 from jaxml.core.distributed import is_main_process, maybe_initialize, per_process_batch_size
 from jaxml.core.loop import (MAX_STEPS_PER_DISPATCH, FitResult, Hook, NonFiniteLossError, StopTraining,
                              auto_steps_per_dispatch, evaluate, fit, param_count)
@@ -24,7 +25,7 @@ __all__ = [
     "freeze", "init_selection", "is_main_process", "label_by_path", "latest_step", "learning_rate",
     "make_eval_step", "make_manager", "make_mesh", "make_multi_step", "make_optimizer", "make_schedule",
     "make_train_step", "make_trainer", "maybe_initialize", "mean_metrics", "mesh_from_config", "multi_group",
-    "named_split", "numpy_rng", "param_count", "per_process_batch_size", "process_seed", "replicate",
+    "named_split", "numpy_rng", "param_count", "per_process_batch_size", "process_seed", "reject_unknown", "replicate",
     "replicated", "restore", "restore_or_init", "root_key", "save", "selection_stopped", "selection_update",
     "shard_batch", "state_shardings", "step_rng", "to_python", "train",
 ]

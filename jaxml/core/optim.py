@@ -6,6 +6,7 @@ from typing import Any, Callable, Mapping
 import jax
 import optax
 
+from jaxml.core.config import reject_unknown
 from jaxml.core.types import Params
 
 __all__ = ["make_schedule", "make_optimizer", "learning_rate", "freeze", "label_by_path", "multi_group"]
@@ -32,9 +33,7 @@ OPTIM_KEYS = ("name", "lr", "schedule", "total_steps", "warmup_steps", "weight_d
 def _opt_hparams(cfg: Mapping[str, Any]) -> dict[str, Any]:
   """Every optimizer key read once, up front, whatever the optimizer (strict-config tracking);
   a key this function does not know is an error, not a silently ignored setting."""
-  unknown = sorted(set(cfg.keys()) - set(OPTIM_KEYS))
-  if unknown:
-    raise ValueError(f"unknown optimizer setting(s) {unknown}; expected some of {', '.join(OPTIM_KEYS)}")
+  reject_unknown(cfg, OPTIM_KEYS, "optimizer")
   get = cfg.get
   momentum = get("momentum", None)
   return dict(name=str(get("name", "adam")), lr=float(get("lr", 1e-3)), schedule=str(get("schedule", "constant")),

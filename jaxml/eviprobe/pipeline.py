@@ -143,10 +143,7 @@ def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: i
   the full model from there (early stopping on validation UCE; fresh Adam state, as GPN's two optimisers).
   Returns ((model, params, class_counts), wall seconds, {val_uce, val_acc, best_epoch} of the selected params)."""
   g = _section(config, "gpn")
-  unknown = sorted(set(g) - set(gpn_lib.MODEL_KEYS) - set(GPN_TRAIN_KEYS))
-  if unknown:
-    raise ValueError(f"unknown gpn setting(s) {unknown}; expected some of "
-                     f"{', '.join(gpn_lib.MODEL_KEYS + GPN_TRAIN_KEYS)}")
+  core.reject_unknown(g, gpn_lib.MODEL_KEYS + GPN_TRAIN_KEYS, "gpn")
   labels = np.asarray(batch["labels"])
   counts = np.bincount(labels[np.asarray(batch["train_mask"]) > 0], minlength=num_classes).astype(np.float32)
   feats = {k: v for k, v in batch.items() if k in ("x", "feat_rows", "feat_cols", "feat_vals")}

@@ -78,9 +78,7 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
   if variant not in _VARIANTS:
     raise ValueError(f"unknown SOL variant {variant!r}; expected one of {tuple(_VARIANTS)}")
   given = dict(config or {})
-  unknown = sorted(set(given) - set(DEFAULTS))
-  if unknown:
-    raise ValueError(f"unknown SOL settings {unknown}; expected keys of sol.DEFAULTS")
+  core.reject_unknown(given, DEFAULTS, "SOL")
   s = {**DEFAULTS, **given, **_VARIANTS[variant]}
   s["hidden"] = tuple(s["hidden"])
   if s["relabel_step"] not in RELABEL_STEPS:

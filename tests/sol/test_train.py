@@ -63,7 +63,7 @@ def test_relabel_schedule_is_in_steps_and_separate_from_the_refresh():
     sol.sol_settings(dict(refresh_every=100, relabel_start=150, relabel_every=100))
   assert sol.relabel_steps(sol.sol_settings(dict(refresh_every=50, relabel_start=150, relabel_every=100)), 600) == [
       150, 250, 350, 450, 550]
-  with pytest.raises(ValueError, match="unknown SOL settings"):
+  with pytest.raises(ValueError, match=r"unknown SOL setting\(s\) \[.sigmaa.\]"):
     sol.sol_settings(dict(sigmaa=1.0))
 
 

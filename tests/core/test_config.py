@@ -1,0 +1,40 @@
+"""core.reject_unknown: the one strict-section check shared by the optimizer and the method configs."""
+
+import re
+
+import ml_collections
+import pytest
+
+from jaxml import core
+
+
+def test_reject_unknown_names_the_unknown_and_the_allowed_keys():
+  allowed = ("lr", "name", "b1")
+  with pytest.raises(ValueError) as err:
+    core.reject_unknown({"lr": 1.0, "lrr": 2.0, "bb1": 0.9}, allowed, "optimizer")
+  # unknown keys sorted, allowed keys in the caller's order
+  assert str(err.value) == "unknown optimizer setting(s) ['bb1', 'lrr']; allowed: lr, name, b1"
+
+
+@pytest.mark.parametrize("section", [{}, {"lr": 1.0}, {"lr": 1.0, "name": "adam", "b1": 0.9}])
+def test_reject_unknown_accepts_any_subset_of_the_allowed_keys(section):
+  assert core.reject_unknown(section, ("lr", "name", "b1"), "optimizer") is None
+
+
+def test_reject_unknown_reads_config_dicts_and_one_shot_iterables():
+  config = ml_collections.ConfigDict({"lr": 1.0, "nested": {"x": 1}})
+  core.reject_unknown(config, iter(["lr", "nested"]), "train")   # a generator is consumed once, still both checks
+  with pytest.raises(ValueError, match=re.escape("unknown train setting(s) ['nested']; allowed: lr")):
+    core.reject_unknown(config, (k for k in ["lr"]), "train")
+
+
+def test_each_config_reader_uses_it():
+  from jaxml import sol
+  from jaxml.eviprobe import gpn, pipeline
+  with pytest.raises(ValueError, match=re.escape("unknown optimizer setting(s) ['lrr']; allowed: name, lr,")):
+    core.make_optimizer({"name": "adam", "lrr": 1e-3})
+  with pytest.raises(ValueError, match=re.escape("unknown SOL setting(s) ['sigmaa']; allowed: ")):
+    sol.sol_settings({"sigmaa": 1.0})
+  allowed = ", ".join(gpn.MODEL_KEYS + pipeline.GPN_TRAIN_KEYS)
+  with pytest.raises(ValueError, match=re.escape(f"unknown gpn setting(s) ['lrr']; allowed: {allowed}")):
+    pipeline.fit_gpn({"gpn": {"lrr": 0.1}}, {}, 4, 2, seed=0)
