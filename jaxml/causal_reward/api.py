@@ -39,9 +39,7 @@ def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
   """`default_config()` overridden by `config` (dict or ConfigDict); unknown keys or kinds raise."""
   cfg = default_config()
   given = dict(config.items()) if hasattr(config, "items") else dict(config)
-  unknown = sorted(set(given) - set(cfg))
-  if unknown:
-    raise ValueError(f"unknown causal_reward config keys {unknown}; expected a subset of {sorted(cfg)}")
+  core.reject_unknown(given, sorted(cfg), "causal_reward config")
   cfg.update(given)
   if cfg["kind"] not in KINDS:
     raise ValueError(f"unknown causal_reward kind {cfg['kind']!r}; expected one of {KINDS}")

@@ -77,9 +77,7 @@ def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs
   workdir with checkpoint_every > 0: orbax checkpoints in `<workdir>/checkpoints/<name>`; a rerun resumes.
   """
   cfg = trainer.config
-  unknown = sorted(set(hp or {}) - set(api.WEIGHTS))
-  if unknown:
-    raise ValueError(f"hp keys {unknown} are not loss weights; expected a subset of {api.WEIGHTS}")
+  core.reject_unknown(hp or {}, api.WEIGHTS, "loss-weight (hp)")
   weights = {k: float((hp or {}).get(k, cfg[k])) for k in api.WEIGHTS}
   arrays = {k: np.asarray(data[k]) for k in TRAIN_KEYS if k in data}
   n = len(arrays["h_w"])

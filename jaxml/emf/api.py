@@ -59,9 +59,7 @@ def _section(config: Any, name: str) -> dict:
 
 
 def _checked(section: Mapping[str, Any], fields: tuple[str, ...], what: str) -> dict:
-  unknown = sorted(set(section) - set(fields))
-  if unknown:
-    raise ValueError(f"unknown {what} key(s) {unknown}; expected some of {sorted(fields)}")
+  core.reject_unknown(section, fields, what)
   return dict(section)
 
 

@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxml.core.config import reject_unknown
 from jaxml.nn.embeddings import TimeIntervalEmbed
 from jaxml.nn.setnet import SetNet
 from jaxml.nn.unet import UNet
@@ -70,10 +71,7 @@ def make_network(cfg: Any, num_classes: int = 0) -> FlowNet:
   """FlowNet from a config section with `kind`, `width`, `depth`, `channels`, `blocks`, ..."""
   get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: getattr(cfg, k, d))
   if hasattr(cfg, "keys"):
-    unknown = sorted(set(cfg.keys()) - {"kind", "width", "depth", "channels", "blocks", "attention", "cond_dim",
-                                        "max_freq"})
-    if unknown:
-      raise ValueError(f"unknown model key(s) {unknown}")
+    reject_unknown(cfg, ("kind", "width", "depth", "channels", "blocks", "attention", "cond_dim", "max_freq"), "model")
   return FlowNet(kind=get("kind", "mlp"), width=int(get("width", 256)), depth=int(get("depth", 4)),
                  channels=tuple(get("channels", (32, 64))), blocks=int(get("blocks", 2)),
                  attention=bool(get("attention", True)), cond_dim=int(get("cond_dim", 128)),

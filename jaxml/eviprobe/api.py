@@ -23,7 +23,5 @@ def make_method(config: Mapping[str, Any]) -> core.Method:
 def probe_config(cfg: Mapping[str, Any] | None = None) -> ProbeConfig:
   """ProbeConfig from a (partial) mapping; unknown values raise a clear ValueError."""
   cfg = dict(cfg or {})
-  unknown = set(cfg) - set(ProbeConfig._fields)
-  if unknown:
-    raise ValueError(f"unknown probe options {sorted(unknown)}; expected a subset of {ProbeConfig._fields}")
+  core.reject_unknown(cfg, ProbeConfig._fields, "probe")
   return ProbeConfig(**cfg).validate()

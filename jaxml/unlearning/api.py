@@ -52,11 +52,9 @@ TARGETS = ("mean", "uniform")
 
 
 def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
+  core.reject_unknown(dict(config or {}), sorted(DEFAULTS), "unlearning")
   out = dict(DEFAULTS)
   out.update(dict(config or {}))
-  unknown = set(out) - set(DEFAULTS)
-  if unknown:
-    raise ValueError(f"unknown unlearning options {sorted(unknown)}; expected {sorted(DEFAULTS)}")
   if out["target"] not in TARGETS:
     raise ValueError(f"unknown target {out['target']!r}; expected one of {TARGETS}")
   if out["zero_shot"] and out["target"] != "mean":

@@ -220,7 +220,7 @@ def test_crm_n_loss_adds_decorrelation_terms():
 def test_unknown_kind_and_keys_raise():
   with pytest.raises(ValueError, match="unknown causal_reward kind"):
     api.make_method({"kind": "nope"})
-  with pytest.raises(ValueError, match="unknown causal_reward config keys"):
+  with pytest.raises(ValueError, match="unknown causal_reward config setting"):
     api.make_method({"kind": "crm_n", "lr": 1e-3})     # rates live in the optim section
 
 

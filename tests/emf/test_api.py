@@ -37,9 +37,9 @@ def test_registry_owns_every_method_and_rejects_unknown_names_and_keys():
   assert {m.sampler for m in emf.METHODS.values()} == {"flow_map", "flow", "consistency"}
   with pytest.raises(ValueError, match="unknown method"):
     emf.make_generator(_plain("nope"))
-  with pytest.raises(ValueError, match="unknown emf key"):
+  with pytest.raises(ValueError, match="unknown emf setting"):
     emf.make_generator(_plain("emf_u", emf={"delta": 0.01, "dleta": 0.1}))
-  with pytest.raises(ValueError, match="unknown shortcut key"):
+  with pytest.raises(ValueError, match="unknown shortcut setting"):
     emf.make_generator(_plain("shortcut", shortcut={"max_step": 8}))
 
 
