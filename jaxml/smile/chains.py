@@ -17,7 +17,8 @@ from blackjax.mcmc import integrators, mclmc
 from jaxml.smile import adaptation as adapt
 from jaxml.smile.kernel import Sampler
 
-__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains", "run_mclmc", "peg_per_step"]
+__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains",
+           "run_mclmc", "peg_per_step", "chain_keys"]
 
 
 class ChainKernel(NamedTuple):
@@ -54,6 +55,12 @@ def peg_per_step(grads_per_step: int, batch_size: int) -> int:
   return grads_per_step * batch_size
 
 
+def chain_keys(key: jax.Array, chain_ids: jax.Array) -> jax.Array:
+  """One key per chain, `fold_in(key, id)`: a chain's randomness depends on its own id only, not on
+  how many chains, or which others, share the run (so a method's rows do not change when it is co-run)."""
+  return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.asarray(chain_ids, jnp.int32))
+
+
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
   """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner.
 
@@ -80,9 +87,11 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
 
 def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, batch_size: int, num_warmup: int,
                       num_samples: int, thin: int) -> Callable[..., ChainResult]:
-  """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}) -> ChainResult`.
+  """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}, chain_ids=None) -> ChainResult`.
 
-  hypers: dict of per-chain arrays [C, ...] handed to `kernel.init`. Steps per chain:
+  hypers: dict of per-chain arrays [C, ...] handed to `kernel.init`. chain_ids: int [C] (default
+  0..C-1), traced; every per-chain key (init, per-step, data permutation) is `fold_in(·, id)`, so a
+  chain with the same id, start and hypers gives the same draws whatever else runs beside it. Steps per chain:
   num_warmup + num_samples · thin, with num_warmup rounded down to a multiple of thin
   (warmup runs as discarded blocks of the same scan, so the step is compiled once).
   Reusing the runner for another split of the same shapes does not recompile.
@@ -97,11 +106,11 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
   warm_blocks = num_warmup // thin
 
   @jax.jit
-  def run(positions, x, y, rng, hypers):
+  def run(positions, x, y, rng, hypers, ids):
     init_key, data_key, step_key = jax.random.split(rng, 3)
 
     def perms_for(epoch):
-      keys = jax.random.split(jax.random.fold_in(data_key, epoch), num_chains)
+      keys = chain_keys(jax.random.fold_in(data_key, epoch), ids)
       return jax.vmap(lambda k: jax.random.permutation(k, n))(keys).astype(jnp.int32)
 
     def batch_at(perms, j):
@@ -112,14 +121,14 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
       states, perms, resets, nonfinite = carry
       epoch, j = t // per_epoch, t % per_epoch
       perms = jax.lax.cond(j == 0, lambda: perms_for(epoch), lambda: perms)
-      keys = jax.random.split(jax.random.fold_in(step_key, t), num_chains)
+      keys = chain_keys(jax.random.fold_in(step_key, t), ids)
       states, info = step_fn(keys, states, batch_at(perms, j), t)
       carry = (states, perms, resets + info["reset"].astype(jnp.int32),
                nonfinite + info["nonfinite"].astype(jnp.int32))
       return carry, info
 
     perms = perms_for(0)
-    states = jax.vmap(kernel.init)(positions, batch_at(perms, 0), jax.random.split(init_key, num_chains), hypers)
+    states = jax.vmap(kernel.init)(positions, batch_at(perms, 0), chain_keys(init_key, ids), hypers)
     zeros = jnp.zeros((num_chains,), jnp.int32)
     carry = (states, perms, zeros, zeros)
 
@@ -137,23 +146,28 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
 
   peg = peg_per_step(kernel.grads_per_step, b) * (warm_blocks + num_samples) * thin + b
 
-  def runner(positions: Any, data: dict, rng: jax.Array, hypers: dict | None = None) -> ChainResult:
+  def runner(positions: Any, data: dict, rng: jax.Array, hypers: dict | None = None,
+             chain_ids: jax.Array | None = None) -> ChainResult:
     if data["y"].shape[0] != n:
       raise ValueError(f"runner built for {n} rows, got {data['y'].shape[0]}")
+    ids = jnp.arange(num_chains, dtype=jnp.int32) if chain_ids is None else jnp.asarray(chain_ids, jnp.int32)
+    if ids.shape != (num_chains,):
+      raise ValueError(f"chain_ids must have shape ({num_chains},), got {ids.shape}")
     pos, logd, keep, resets, nonfinite, eps, states, warm_eps = run(positions, data["x"], data["y"], rng,
-                                                                    hypers or {})
+                                                                    hypers or {}, ids)
     return ChainResult(pos, logd, keep, resets, nonfinite, eps, peg, states, warm_eps)
 
   return runner
 
 
 def run_chains(kernel: ChainKernel, positions: Any, data: dict, rng: jax.Array, *, batch_size: int,
-               num_warmup: int, num_samples: int, thin: int, hypers: dict | None = None) -> ChainResult:
+               num_warmup: int, num_samples: int, thin: int, hypers: dict | None = None,
+               chain_ids: jax.Array | None = None) -> ChainResult:
   """Runs C chains (leading axis of `positions`) on data{"x": [N, p], "y": [N]} (see make_chain_runner)."""
   runner = make_chain_runner(kernel, num_chains=jax.tree.leaves(positions)[0].shape[0],
                              data_size=data["y"].shape[0], batch_size=batch_size, num_warmup=num_warmup,
                              num_samples=num_samples, thin=thin)
-  return runner(positions, data, rng, hypers)
+  return runner(positions, data, rng, hypers, chain_ids)
 
 
 def make_mclmc_runner(make_logdensity: Callable[[jax.Array, jax.Array], Callable[[Any], jax.Array]], *,
@@ -189,7 +203,7 @@ def make_mclmc_runner(make_logdensity: Callable[[jax.Array, jax.Array], Callable
   run = jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None, None)))
 
   def runner(positions: Any, data: dict, rng: jax.Array) -> ChainResult:
-    pos, logd, bad, eps = run(positions, jax.random.split(rng, num_chains), data["x"], data["y"])
+    pos, logd, bad, eps = run(positions, chain_keys(rng, jnp.arange(num_chains)), data["x"], data["y"])
     steps = counted.get("n_tune", num_tune) + num_samples * thin
     return ChainResult(pos, logd, jnp.ones((num_samples,), bool), jnp.zeros((num_chains,), jnp.int32), bad, eps,
                        2 * data_size * steps + data_size, None)

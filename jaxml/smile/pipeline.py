@@ -17,6 +17,7 @@ when `cfg.protocol == "standard"`: test metrics then come in original units).
 
 import math
 import time
+import zlib
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -28,7 +29,7 @@ from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
-           "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order",
+           "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
@@ -185,6 +186,31 @@ def chain_filter(predict: Callable, positions: Any, keep: np.ndarray, data: dict
   return v >= np.median(v) - nats
 
 
+def stable_id(name: str) -> int:
+  """A run-independent int32 id of a name (CRC-32, top bit cleared): keys and seeds derived from it do not
+  depend on which other methods or groups are run, nor on their order."""
+  return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def group_key(key: jax.Array, group: str) -> jax.Array:
+  """The chain key of one sampler group: `fold_in(key, stable_id(group))`, not a split in group order."""
+  return jax.random.fold_in(key, stable_id(group))
+
+
+def combo_chain_ids(combos: Sequence[tuple[str, float]], k: int) -> jnp.ndarray:
+  """int32 [len(combos) · k] chain ids, combo-major: member j of (method, ε₀) gets
+  stable_id(f"{method}|{ε₀!r}|{j}"), so its draws do not depend on the other combos of the run."""
+  ids = [stable_id(f"{m}|{float(eps)!r}|{j}") for m, eps in combos for j in range(k)]
+  if len(set(ids)) != len(ids):
+    raise ValueError(f"chain id collision among {combos}")
+  return jnp.asarray(ids, jnp.int32)
+
+
+def _method_rng(seed: int, method: str) -> np.random.Generator:
+  """The numpy generator of one method's metric draws (coverage), independent of the other methods."""
+  return np.random.default_rng([seed, stable_id(method)])
+
+
 class Samplers(NamedTuple):
   """Compiled chain runners of one data shape: `runners[group]`, with what each was built for."""
 
@@ -291,17 +317,23 @@ def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, 
 
 def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: jax.Array,
                  rng: np.random.Generator) -> dict[str, Result]:
-  """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only)."""
+  """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only).
+
+  Each group's key is `group_key(key, group)`, each chain's id is `combo_chain_ids`, and each method's
+  metric draws come from its own generator seeded by one draw from `rng`: a method's rows are the same
+  whether it runs alone or beside other methods or groups.
+  """
   cfg = _c(cfg)
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
+  seed = int(rng.integers(2 ** 63))
   out: dict[str, Result] = {}
   for group in samplers.groups:
-    key, group_key = jax.random.split(key)
+    gkey = group_key(key, group)
     t0 = time.perf_counter()
     if group in ("mclmc", "mclmc_native"):
-      results = {group: _run_mclmc(samplers, cfg, group, members, train, data, group_key, rng)}
+      results = {group: _run_mclmc(samplers, cfg, group, members, train, data, gkey, _method_rng(seed, group))}
     else:
-      results = _run_sg_group(samplers, cfg, group, members, train, data, group_key, rng)
+      results = _run_sg_group(samplers, cfg, group, members, train, data, gkey, seed)
     wall = time.perf_counter() - t0
     for method, (metrics, cost) in results.items():
       cost["wall_s"] = wall * cost.pop("wall_share", 1.0)
@@ -309,8 +341,9 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
   return out
 
 
-def _run_sg_group(samplers, cfg, group, members, train, data, key, rng) -> dict[str, Result]:
-  """Every (method, ε₀) of a group as extra chains of one runner; ε₀ per method by validation LPPD."""
+def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict[str, Result]:
+  """Every (method, ε₀) of a group as extra chains of one runner (stable chain ids); ε₀ per method by
+  validation LPPD."""
   k, b = int(cfg.num_members), samplers.batch_size
   methods, combos, grads = samplers.plans[group]
   grid = step_grid(cfg, group)
@@ -318,9 +351,10 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, rng) -> dict[
   if group == "smile_family":
     hypers["variant"] = jnp.repeat(jnp.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)
   starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
-  res = samplers.runners[group](starts, train, key, hypers)
+  res = samplers.runners[group](starts, train, key, hypers, combo_chain_ids(combos, k))
   out = {}
   for method in methods:
+    rng = _method_rng(seed, method)
     best = None
     for i, (m, eps) in enumerate(combos):
       if m != method:
@@ -378,14 +412,16 @@ def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_b
                                 name=name, mesh=mesh)
   k = int(cfg.num_members)
   one = jnp.ones((1,), bool)
+  eval_seed = int(rng.integers(2 ** 63))   # one draw, whatever the methods: each method's metric draws are its own
   out: dict[str, Result] = {}
   if "map" in cfg.methods:
     out["map"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:1, None], members), one, None, data, cfg,
-                           rng), {"peg": mcost["peg"] / k, "wall_s": mcost["wall_s"] / k})
+                           _method_rng(eval_seed, "map")), {"peg": mcost["peg"] / k, "wall_s": mcost["wall_s"] / k})
   if "de" in cfg.methods:
     out["de"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:, None], members), one, None, data, cfg,
-                          rng), {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
-  for method, (metrics, cost) in sample_split(samplers, cfg, members, data, chain_key, rng).items():
+                          _method_rng(eval_seed, "de")), {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
+  for method, (metrics, cost) in sample_split(samplers, cfg, members, data, chain_key,
+                                              np.random.default_rng(eval_seed)).items():
     cost["warmstart_peg"] = mcost["peg"]
     cost["peg"] = cost["sampler_peg"] + mcost["peg"]
     out[method] = (metrics, cost)
