@@ -1,4 +1,4 @@
-"""Shared analytic target for SMILE tests: anisotropic Gaussian with injected gradient noise."""
+"""Shared SMILE test targets: an anisotropic Gaussian with injected gradient noise, and a toy regression split."""
 
 import jax
 import jax.numpy as jnp
@@ -47,3 +47,14 @@ def run_noisy_chains(sampler, precision, noise_sd, *, num_chains, num_steps, bur
 
   pos, resets, eps = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.key(seed), num_chains))
   return np.asarray(pos).reshape(-1, dim), np.asarray(resets), np.asarray(eps)
+
+
+def toy_regression_splits(n: int = 96, p: int = 3, seed: int = 0) -> dict:
+  """Train/valid/test splits of y = x₀ + 0.1·noise (valid and test 32 rows), in the pipeline's data layout."""
+  rng = np.random.default_rng(seed)
+  out = {}
+  for part, m in (("train", n), ("valid", 32), ("test", 32)):
+    x = rng.standard_normal((m, p)).astype(np.float32)
+    out[f"x_{part}"], out[f"y_{part}"] = x, (x[:, 0] + 0.1 * rng.standard_normal(m)).astype(np.float32)
+  out["y_std"] = 2.0
+  return out

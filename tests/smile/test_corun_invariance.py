@@ -12,6 +12,7 @@ import pytest
 
 from jaxml import smile
 from jaxml.smile import pipeline
+from tests.smile.analytic import toy_regression_splits
 
 _K = 2   # members
 _ALL = ("smile_naive", "psmile_naive", "sgld")
@@ -25,16 +26,6 @@ def _config(methods):
           "sghmc_momentum_decay": 0.05, "rhat_points": 10, "coverage_draws": 100}
 
 
-def _data(n=96, p=3):
-  rng = np.random.default_rng(0)
-  out = {}
-  for part, m in (("train", n), ("valid", 32), ("test", 32)):
-    x = rng.standard_normal((m, p)).astype(np.float32)
-    out[f"x_{part}"], out[f"y_{part}"] = x, (x[:, 0] + 0.1 * rng.standard_normal(m)).astype(np.float32)
-  out["y_std"] = 2.0
-  return out
-
-
 def _members(cfg):
   model = smile.make_model(pipeline._c(cfg))
   return jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), _K))
@@ -43,7 +34,7 @@ def _members(cfg):
 @pytest.fixture(scope="module")
 def setup():
   """(data, members, samplers of pSMILE-naive alone, samplers of SMILE-naive + pSMILE-naive + SGLD)."""
-  data = _data()
+  data = toy_regression_splits()
   alone, full = _config(("psmile_naive",)), _config(_ALL)
   n = len(data["y_train"])
   return (data, _members(full), smile.make_samplers(alone, data_size=n, budget_epochs=4),

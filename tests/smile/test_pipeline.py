@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxml import smile
+from tests.smile.analytic import toy_regression_splits
 
 
 def _gaussian(x, minibatch):
@@ -55,18 +56,8 @@ def _config(**over):
   return cfg | over
 
 
-def _data(n=96, p=3, seed=0):
-  rng = np.random.default_rng(seed)
-  out = {}
-  for part, m in (("train", n), ("valid", 32), ("test", 32)):
-    x = rng.standard_normal((m, p)).astype(np.float32)
-    out[f"x_{part}"], out[f"y_{part}"] = x, (x[:, 0] + 0.1 * rng.standard_normal(m)).astype(np.float32)
-  out["y_std"] = 2.0
-  return out
-
-
 def test_run_split_with_a_plain_dict_config(tmp_path):
-  cfg, data = _config(), _data()
+  cfg, data = _config(), toy_regression_splits()
   n = len(data["y_train"])
   b, per_epoch, steps = smile.member_plan(cfg, n)
   assert (b, per_epoch, steps) == (16, 6, 8)
@@ -127,7 +118,7 @@ def test_ref_protocol_options_reach_the_samplers():
 def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling():
   """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
   constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step."""
-  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), num_samples=4, warmup_frac=0.5), _data()
+  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), num_samples=4, warmup_frac=0.5), toy_regression_splits()
   n = len(data["y_train"])
   samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
   assert samplers.plans["psmile_eq"][2] == 3
