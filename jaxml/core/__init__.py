@@ -8,7 +8,7 @@ from jaxml.core.loop import (MAX_STEPS_PER_DISPATCH, FitResult, Hook, NonFiniteL
                              auto_steps_per_dispatch, evaluate, fit, param_count)
 from jaxml.core.metrics import MetricWriter, mean_metrics, to_python
 from jaxml.core.optim import freeze, label_by_path, learning_rate, make_optimizer, make_schedule, multi_group
-from jaxml.core.rng import named_split, numpy_rng, process_seed, root_key
+from jaxml.core.rng import fold_in_each, named_split, numpy_rng, process_seed, root_key
 from jaxml.core.select import Selection, SelectionState, init_selection, selection_stopped, selection_update
 from jaxml.core.sharding import (DATA, MODEL, batch_sharding, compile_train_step, make_mesh, replicate,
                                  replicated, shard_batch, state_shardings)
@@ -25,7 +25,7 @@ __all__ = [
     "freeze", "init_selection", "is_main_process", "label_by_path", "latest_step", "learning_rate",
     "make_eval_step", "make_manager", "make_mesh", "make_multi_step", "make_optimizer", "make_schedule",
     "make_train_step", "make_trainer", "maybe_initialize", "mean_metrics", "mesh_from_config", "multi_group",
-    "named_split", "numpy_rng", "param_count", "per_process_batch_size", "process_seed", "reject_unknown", "replicate",
+    "fold_in_each", "named_split", "numpy_rng", "param_count", "per_process_batch_size", "process_seed", "reject_unknown", "replicate",
     "replicated", "restore", "restore_or_init", "root_key", "save", "selection_stopped", "selection_update",
     "shard_batch", "state_shardings", "step_rng", "to_python", "train",
 ]

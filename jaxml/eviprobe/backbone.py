@@ -132,7 +132,7 @@ def member_keys(rng: jax.Array, num_members: int) -> jax.Array:
   model from the one trained alone, and everything read from member 0 (X-EviProbe's backbone)
   would change with whether ensemble baselines run.
   """
-  rest = jax.vmap(lambda i: jax.random.fold_in(rng, i))(jnp.arange(1, num_members))
+  rest = core.fold_in_each(rng, jnp.arange(1, num_members))
   return jnp.concatenate([rng[None], rest])
 
 

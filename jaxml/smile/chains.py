@@ -14,11 +14,12 @@ import jax
 import jax.numpy as jnp
 from blackjax.mcmc import integrators, mclmc
 
+from jaxml.core.rng import fold_in_each
 from jaxml.smile import adaptation as adapt
 from jaxml.smile.kernel import Sampler
 
 __all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains",
-           "run_mclmc", "peg_per_step", "chain_keys"]
+           "run_mclmc", "peg_per_step"]
 
 
 class ChainKernel(NamedTuple):
@@ -53,12 +54,6 @@ class ChainResult(NamedTuple):
 def peg_per_step(grads_per_step: int, batch_size: int) -> int:
   """Per-example gradient evaluations of one step: SMILE 2b, SGLD/SGHMC b, full-batch MCLMC 2N."""
   return grads_per_step * batch_size
-
-
-def chain_keys(key: jax.Array, chain_ids: jax.Array) -> jax.Array:
-  """One key per chain, `fold_in(key, id)`: a chain's randomness depends on its own id only, not on
-  how many chains, or which others, share the run (so a method's rows do not change when it is co-run)."""
-  return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.asarray(chain_ids, jnp.int32))
 
 
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
@@ -110,7 +105,7 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
     init_key, data_key, step_key = jax.random.split(rng, 3)
 
     def perms_for(epoch):
-      keys = chain_keys(jax.random.fold_in(data_key, epoch), ids)
+      keys = fold_in_each(jax.random.fold_in(data_key, epoch), ids)
       return jax.vmap(lambda k: jax.random.permutation(k, n))(keys).astype(jnp.int32)
 
     def batch_at(perms, j):
@@ -121,14 +116,14 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
       states, perms, resets, nonfinite = carry
       epoch, j = t // per_epoch, t % per_epoch
       perms = jax.lax.cond(j == 0, lambda: perms_for(epoch), lambda: perms)
-      keys = chain_keys(jax.random.fold_in(step_key, t), ids)
+      keys = fold_in_each(jax.random.fold_in(step_key, t), ids)
       states, info = step_fn(keys, states, batch_at(perms, j), t)
       carry = (states, perms, resets + info["reset"].astype(jnp.int32),
                nonfinite + info["nonfinite"].astype(jnp.int32))
       return carry, info
 
     perms = perms_for(0)
-    states = jax.vmap(kernel.init)(positions, batch_at(perms, 0), chain_keys(init_key, ids), hypers)
+    states = jax.vmap(kernel.init)(positions, batch_at(perms, 0), fold_in_each(init_key, ids), hypers)
     zeros = jnp.zeros((num_chains,), jnp.int32)
     carry = (states, perms, zeros, zeros)
 
@@ -203,7 +198,7 @@ def make_mclmc_runner(make_logdensity: Callable[[jax.Array, jax.Array], Callable
   run = jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None, None)))
 
   def runner(positions: Any, data: dict, rng: jax.Array) -> ChainResult:
-    pos, logd, bad, eps = run(positions, chain_keys(rng, jnp.arange(num_chains)), data["x"], data["y"])
+    pos, logd, bad, eps = run(positions, fold_in_each(rng, jnp.arange(num_chains)), data["x"], data["y"])
     steps = counted.get("n_tune", num_tune) + num_samples * thin
     return ChainResult(pos, logd, jnp.ones((num_samples,), bool), jnp.zeros((num_chains,), jnp.int32), bad, eps,
                        2 * data_size * steps + data_size, None)

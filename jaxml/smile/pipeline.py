@@ -208,7 +208,7 @@ def combo_chain_ids(combos: Sequence[tuple[str, float]], k: int) -> jnp.ndarray:
 
 def _method_rng(seed: int, method: str) -> np.random.Generator:
   """The numpy generator of one method's metric draws (coverage), independent of the other methods."""
-  return np.random.default_rng([seed, stable_id(method)])
+  return core.numpy_rng(seed, stable_id(method))
 
 
 class Samplers(NamedTuple):

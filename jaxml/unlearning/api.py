@@ -52,9 +52,10 @@ TARGETS = ("mean", "uniform")
 
 
 def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
-  core.reject_unknown(dict(config or {}), sorted(DEFAULTS), "unlearning")
+  given = dict(config or {})
+  core.reject_unknown(given, sorted(DEFAULTS), "unlearning")
   out = dict(DEFAULTS)
-  out.update(dict(config or {}))
+  out.update(given)
   if out["target"] not in TARGETS:
     raise ValueError(f"unknown target {out['target']!r}; expected one of {TARGETS}")
   if out["zero_shot"] and out["target"] != "mean":

@@ -1,8 +1,11 @@
-"""core.reject_unknown: the one strict-section check shared by the optimizer and the method configs."""
+"""core.reject_unknown (the one strict-section check shared by the optimizer and the method configs) and
+core.fold_in_each (per-stream keys that do not depend on the other streams)."""
 
 import re
 
+import jax
 import ml_collections
+import numpy as np
 import pytest
 
 from jaxml import core
@@ -38,3 +41,12 @@ def test_each_config_reader_uses_it():
   allowed = ", ".join(gpn.MODEL_KEYS + pipeline.GPN_TRAIN_KEYS)
   with pytest.raises(ValueError, match=re.escape(f"unknown gpn setting(s) ['lrr']; allowed: {allowed}")):
     pipeline.fit_gpn({"gpn": {"lrr": 0.1}}, {}, 4, 2, seed=0)
+
+
+def test_fold_in_each_gives_each_id_its_own_key_whatever_runs_beside_it():
+  key = jax.random.key(7)
+  both = jax.random.key_data(core.fold_in_each(key, [3, 11]))
+  alone = jax.random.key_data(core.fold_in_each(key, [11]))
+  np.testing.assert_array_equal(both[1], alone[0])
+  np.testing.assert_array_equal(both[0], jax.random.key_data(jax.random.fold_in(key, 3)))
+  assert not np.array_equal(both[0], both[1])
