@@ -121,7 +121,10 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
   net = _net(s, "gol" if learnable else "embed")
   c, sigma, tau = int(s["num_classes"]), float(s["sigma"]), int(s["tau"])
   table = L.gaussian_table(c, sigma)
-  order_tables = L.order_prob_tables(table, tau)   # constants of the step: ranks are integers
+  # constants of the step (ranks are integers): the pairs' order probabilities (`L.order_probs` of their
+  # Gaussian rows) as one [C, C, 3] lookup, and L_D as a linear map A of the profile (rows A Q)
+  order_table = jnp.stack(L.order_prob_tables(table, tau), -1)
+  d_table = jnp.asarray(L.discriminative_weights(c, int(s["neighbourhood"]))) @ table
 
   def init(rng: jax.Array, batch: core.Batch) -> core.Params:
     return net.init(rng, jnp.asarray(batch["x"]))["params"]
@@ -131,16 +134,20 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     e = out["embedding"]
     ranks = extra["labels"][batch["idx"]]
     cent = out["centroids"] if learnable else jax.lax.stop_gradient(extra["centroids"])
-    prof = L.expected_profile(e, cent, table)
     if "pair_base" in batch:   # drawn with the batch on the host (`pairs.make_pair_batches`)
       pairs = L.Pairs(batch["pair_base"], batch["pair_ref"], batch["pair_valid"])
     else:
       pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
                              replacement=s["pair_sampler"] == "replacement")
+    # The profile S = expected_profile(e, cent, table) enters only through pair gaps S^i − S^k ([P, C])
+    # and L_D(b) = A[r_b]·S_b, both affine in e (`L.profile_affine`): no [B, C] profile is formed.
     rb, rr = ranks[pairs.base], ranks[pairs.ref]
-    probs = tuple(t[rb, rr] for t in order_tables)   # = L.order_probs of the pairs' Gaussian rows
-    l_so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], rb, rr, probs, float(s["margin"]), pairs.valid)
-    l_d = L.discriminative_loss(prof, ranks, int(s["neighbourhood"])).mean()
+    p_gt, p_lt, p_sim = jnp.moveaxis(order_table[rb, rr], -1, 0)
+    gap = L.profile_gaps(e, L.profile_affine(cent, table), pairs.base, pairs.ref)
+    l_so = L.stochastic_order_loss(gap, rb, rr, (p_gt, p_lt, p_sim), float(s["margin"]), pairs.valid)
+    d_aff = L.profile_affine(cent, d_table)
+    e2 = jnp.sum(jnp.square(e), -1)
+    l_d = jnp.mean(d_aff.scale[ranks] * e2 + d_aff.bias[ranks] - 2.0 * jnp.sum(e * d_aff.weight[ranks], -1))
     loss = float(s["w_so"]) * l_so + float(s["w_d"]) * l_d
     aux = {"l_so": l_so, "l_d": l_d, "pairs": pairs.valid.sum()}
     if learnable:

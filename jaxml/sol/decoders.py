@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from jaxml.sol import losses as L
 
-__all__ = ["DECODERS", "masked_profile", "expectation", "profile_position", "profile", "knn_labels", "knn",
+__all__ = ["DECODERS", "masked_profile", "expectation", "profile_position", "profile", "top_k", "knn_labels", "knn",
            "knn_median", "masked_dists", "log_prior", "posterior", "fit_kappa", "posterior_median", "decode_all"]
 
 DECODERS = ("expectation", "profile", "knn", "knn_median", "posterior_median")
@@ -90,6 +90,25 @@ def profile(t: jax.Array, t_train: jax.Array, labels: jax.Array, valid: jax.Arra
   return _clip_to_valid(jnp.round(ym + b * (t - tm)), valid)
 
 
+def top_k(values: jax.Array, k: int) -> jax.Array:
+  """Indices of `jax.lax.top_k(values, k)` along the last axis (same order, ties to the lower index),
+  computed after masking entries below a lower bound of each row's k-th largest value.
+
+  The bound is the smallest of the maxima of k column blocks: each block holds an entry ≥ it, so at
+  least k entries are ≥ it and the top k (with their ties) are untouched by the mask. XLA:CPU's
+  top-k pays per heap insertion; the mask leaves ~4k candidates of 5000 (k = 50, random data), and the
+  top-50 of a [512, 5000] similarity chunk took 15 ms instead of 27 ms (microbenchmark, h48).
+  """
+  n = values.shape[-1]
+  if k < 1 or n < 2 * k:          # too few columns for blocks to prune anything
+    return jax.lax.top_k(values, k)[1]
+  size = -(-n // k)
+  pad = jnp.full(values.shape[:-1] + (size * k - n,), -jnp.inf, values.dtype)
+  blocks = jnp.concatenate([values, pad], -1).reshape(values.shape[:-1] + (k, size))
+  bound = blocks.max(-1).min(-1, keepdims=True)
+  return jax.lax.top_k(jnp.where(values >= bound, values, -jnp.inf), k)[1]
+
+
 def knn_labels(emb: jax.Array, train_emb: jax.Array, labels: jax.Array, k: int, *,
                query_idx: jax.Array | None = None) -> jax.Array:
   """[B, k'] labels of the k' = min(k, available) most cosine-similar training embeddings; `query_idx`
@@ -98,8 +117,7 @@ def knn_labels(emb: jax.Array, train_emb: jax.Array, labels: jax.Array, k: int, 
   sims = emb @ train_emb.T
   if query_idx is not None:
     sims = jnp.where(jnp.arange(train_emb.shape[0])[None, :] == query_idx[:, None], -jnp.inf, sims)
-  _, idx = jax.lax.top_k(sims, k)
-  return labels[idx]
+  return labels[top_k(sims, k)]
 
 
 def _round_mean(neigh: jax.Array) -> jax.Array:

@@ -46,7 +46,7 @@ def arc_loss(num_classes: int, spacing: float, *, sigma: float = 1.0, tau: int =
   bi, ki = bi[keep], ki[keep]
   dist = L.gaussian_rows(ranks, c, sigma)
   probs = L.order_probs(dist[bi], dist[ki], tau)
-  v = L.order_violations(prof[bi], prof[ki], ranks[bi], ranks[ki], margin)
+  v = L.order_violations(prof[bi] - prof[ki], ranks[bi], ranks[ki], margin)
   per = probs[0] * v[0] + probs[1] * v[1] + probs[2] * v[2]
   diff = bi - ki
   cls = np.where(diff > tau, 0, np.where(diff < -tau, 1, 2))

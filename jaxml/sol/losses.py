@@ -18,9 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["gaussian_rows", "gaussian_table", "soft_centroids", "sq_dists", "expected_profile",
-           "order_masks", "order_probs", "order_prob_tables", "discriminative_loss", "order_violations",
-           "stochastic_order_loss", "Pairs", "sample_pairs", "center_loss"]
+__all__ = ["gaussian_rows", "gaussian_table", "soft_centroids", "sq_dists", "expected_profile", "ProfileAffine",
+           "profile_affine", "profile_gaps", "order_masks", "order_probs", "order_prob_tables",
+           "discriminative_loss", "discriminative_weights", "order_violations", "stochastic_order_loss", "Pairs",
+           "sample_pairs", "center_loss"]
 
 _EPS = 1e-12
 
@@ -73,6 +74,43 @@ def sq_dists(embeddings: jax.Array, centroids: jax.Array) -> jax.Array:
 def expected_profile(embeddings: jax.Array, centroids: jax.Array, table: jax.Array) -> jax.Array:
   """S = D Qᵀ: S_l(e) = Σ_j Q[l, j] d_j(e); [B, d] -> [B, C]."""
   return sq_dists(embeddings, centroids) @ table.T
+
+
+class ProfileAffine(NamedTuple):
+  """Rows of a linear map A of the expected profile as affine functions of the embedding:
+  (A S)(e) = scale ‖e‖² + bias − 2 e weightᵀ (`profile_affine`)."""
+
+  weight: jax.Array   # [R, d]  A Q μ
+  bias: jax.Array     # [R]     A Q ‖μ‖²
+  scale: jax.Array    # [R]     A Q 1
+
+
+def profile_affine(centroids: jax.Array, table: jax.Array) -> ProfileAffine:
+  """`expected_profile` (or a linear map of it) as an affine function of e, for the train step.
+
+  S_l(e) = Σ_j Q[l, j] ‖e − μ_j‖² = (Q 1)_l ‖e‖² + (Q ‖μ‖²)_l − 2 e·(Q μ)_l, so with `table` = A Q
+  (A = I: the profile) the step needs [R, d] and [R] tables of the centroids instead of [B, C]
+  distances and a [B, C] x [C, C] product. Equal to `expected_profile` except for `sq_dists`'
+  clip at 0, which acts only on round-off (‖e − μ_j‖² ≥ 0).
+  Args:
+    centroids: [C, d]; table: [R, C].
+  """
+  c2 = jnp.sum(jnp.square(centroids), -1)
+  return ProfileAffine(table @ centroids, table @ c2, table.sum(-1))
+
+
+def profile_gaps(embeddings: jax.Array, affine: ProfileAffine, base: jax.Array, ref: jax.Array) -> jax.Array:
+  """S(e_base) − S(e_ref) for pairs of rows: [P, R] from [M, d] embeddings and [P] row indices.
+
+  = (‖e_b‖² − ‖e_r‖²) scale − 2 (e_b − e_r) weightᵀ: the pairs' rows [e, ‖e‖²] are gathered ([P, d + 1],
+  in one gather, so the gradient is one scatter-add, which XLA:CPU runs as a serial loop) rather than
+  their profiles ([P, C]), and one [P, d] x [d, R] product gives the gaps.
+  """
+  p = base.shape[0]
+  rows = jnp.concatenate([embeddings, jnp.sum(jnp.square(embeddings), -1, keepdims=True)], -1)
+  both = rows[jnp.concatenate([base, ref])]
+  diff = both[:p] - both[p:]                                   # [e_b − e_r, ‖e_b‖² − ‖e_r‖²]
+  return diff[:, -1:] * affine.scale[None, :] - 2.0 * diff[:, :-1] @ affine.weight.T
 
 
 def order_masks(num_classes: int, tau: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -134,30 +172,43 @@ def discriminative_loss(profile: jax.Array, ranks: jax.Array, neighbourhood: int
   return total
 
 
-def order_violations(s_base: jax.Array, s_ref: jax.Array, r_base: jax.Array, r_ref: jax.Array,
+def discriminative_weights(num_classes: int, neighbourhood: int = 1) -> np.ndarray:
+  """A [C, C] with `discriminative_loss`(S, r)_b = A[r_b] · S_b: L_D is linear in the profile.
+
+  Column l is `discriminative_loss` of every rank for the unit profile e_l, so that function stays
+  the one definition (missing sides included); the step applies A through `profile_affine`.
+  """
+  c = num_classes
+  units = np.eye(c, dtype=np.float32)
+  cols = [np.asarray(discriminative_loss(jnp.broadcast_to(u, (c, c)), jnp.arange(c), neighbourhood)) for u in units]
+  return np.stack(cols, 1)
+
+
+def order_violations(gap: jax.Array, r_base: jax.Array, r_ref: jax.Array,
                      margin: float) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """Hinge windows V_>, V_<, V_≈ for pairs (spec §2.4).
+  """Hinge windows V_>, V_<, V_≈ for pairs (spec §2.4), from the profile gaps S^i − S^k.
 
   V_> = Σ_{l<r_k} [S^k_l − S^i_l + m]_+ + Σ_{l≥r_i} [S^i_l − S^k_l + m]_+
   V_< = Σ_{l<r_i} [S^i_l − S^k_l + m]_+ + Σ_{l≥r_k} [S^k_l − S^i_l + m]_+
   V_≈ = Σ_l [|S^i_l − S^k_l| − m]_+
-  Args: s_base, s_ref: [P, C]; r_base, r_ref: [P] int. Returns three [P] arrays.
+  Args: gap: [P, C] S^i − S^k (base minus reference, e.g. `profile_gaps`); r_base, r_ref: [P] int.
+  Returns three [P] arrays.
   """
-  l = jnp.arange(s_base.shape[-1])[None, :]
+  l = jnp.arange(gap.shape[-1])[None, :]
   ri, rk = r_base[:, None], r_ref[:, None]
-  ki = jax.nn.relu(s_ref - s_base + margin)                   # base farther than ref
-  ik = jax.nn.relu(s_base - s_ref + margin)                   # ref farther than base
+  ki = jax.nn.relu(margin - gap)                              # base farther than ref
+  ik = jax.nn.relu(gap + margin)                              # ref farther than base
   v_gt = jnp.sum(jnp.where(l < rk, ki, 0.0) + jnp.where(l >= ri, ik, 0.0), -1)
   v_lt = jnp.sum(jnp.where(l < ri, ik, 0.0) + jnp.where(l >= rk, ki, 0.0), -1)
-  v_sim = jnp.sum(jax.nn.relu(jnp.abs(s_base - s_ref) - margin), -1)
+  v_sim = jnp.sum(jax.nn.relu(jnp.abs(gap) - margin), -1)
   return v_gt, v_lt, v_sim
 
 
-def stochastic_order_loss(s_base: jax.Array, s_ref: jax.Array, r_base: jax.Array, r_ref: jax.Array,
+def stochastic_order_loss(gap: jax.Array, r_base: jax.Array, r_ref: jax.Array,
                           probs: tuple[jax.Array, jax.Array, jax.Array], margin: float,
                           weights: jax.Array | None = None) -> jax.Array:
-  """L_SO = weighted mean over pairs of P_> V_> + P_< V_< + P_≈ V_≈ (scalar)."""
-  v_gt, v_lt, v_sim = order_violations(s_base, s_ref, r_base, r_ref, margin)
+  """L_SO = weighted mean over pairs of P_> V_> + P_< V_< + P_≈ V_≈ (scalar); gap = S^i − S^k, [P, C]."""
+  v_gt, v_lt, v_sim = order_violations(gap, r_base, r_ref, margin)
   p_gt, p_lt, p_sim = probs
   per_pair = p_gt * v_gt + p_lt * v_lt + p_sim * v_sim
   if weights is None:

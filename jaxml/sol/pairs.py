@@ -107,14 +107,14 @@ def _row_searchsorted(sorted_rows: np.ndarray, queries: np.ndarray, side: str) -
 def _floyd_rows(counts: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
   """Per row, a uniform random min(k, n)-subset of {0..n−1} (Floyd's algorithm, vectorised over
   rows; for j = n−k..n−1 add t ~ U{0..j}, or j if t is taken): [R, k] int64, −1 for padding."""
-  chosen = np.full((counts.size, k), -1, np.int64)
   u = rng.random((k, counts.size))
+  j = counts[None, :] - k + np.arange(k)[:, None]                      # [k, R]; the draws t do not depend
+  t = np.minimum(np.floor(u * (j + 1)).astype(np.int64), j)           # on earlier picks, only "taken" does
+  chosen = np.full((k, counts.size), -1, np.int64)
   for i in range(k):
-    j = counts - k + i
-    t = np.minimum(np.floor(u[i] * (j + 1)).astype(np.int64), j)
-    taken = (chosen[:, :i] == t[:, None]).any(1)
-    chosen[:, i] = np.where(j >= 0, np.where(taken, j, t), -1)
-  return chosen
+    taken = (chosen[:i] == t[i]).any(0)
+    chosen[i] = np.where(j[i] >= 0, np.where(taken, j[i], t[i]), -1)
+  return chosen.T
 
 
 def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,

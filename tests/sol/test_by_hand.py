@@ -117,7 +117,7 @@ def test_order_violations_and_stochastic_order_loss_by_loops():
   r_i, r_k = np.array([0, 3, 4, 2]), np.array([2, 1, 4, 0])
   m = 0.3
   want = _violations_loops(s_i, s_k, r_i, r_k, m)
-  args = (jnp.asarray(s_i), jnp.asarray(s_k), jnp.asarray(r_i), jnp.asarray(r_k))
+  args = (jnp.asarray(s_i - s_k), jnp.asarray(r_i), jnp.asarray(r_k))   # the hinges read the gap S^i − S^k
   np.testing.assert_allclose(np.stack(L.order_violations(*args, m)), want, rtol=1e-5, atol=1e-6)
   probs = _RNG.dirichlet(np.ones(3), size=4).T
   per_pair = np.sum(probs * want, 0)

@@ -1,6 +1,7 @@
 """Every ordinal decoder on hand-made cases with known answers (SOL's three and the baselines' rules),
 and the arc geometry that explains the centroid 'collapse'."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -175,3 +176,16 @@ def test_reliability_and_centroid_span():
   span = geometry.centroid_span(np.asarray(cent))
   assert span["end_to_end_deg"] == pytest.approx(40, abs=1e-3)
   assert span["mean_step_deg"] == pytest.approx(10, abs=1e-3)
+
+
+@pytest.mark.parametrize("n,k", [(5000, 50), (103, 10), (37, 20), (64, 1), (9, 9)])
+def test_top_k_is_lax_top_k_including_ties(n, k):
+  """The pruned top-k returns exactly lax.top_k's indices: ties (to the lower index), -inf entries
+  (the excluded query) and a column count that is not a multiple of k included."""
+  rng = np.random.default_rng(n + k)
+  cont = rng.normal(size=(16, n)).astype(np.float32)
+  ties = rng.integers(0, 4, size=(16, n)).astype(np.float32)   # many equal values at the k-th place
+  ties[0, : n // 2] = -np.inf
+  for values in (cont, ties, np.sort(cont, -1)):                  # sorted: the top k sit in the last blocks
+    want = jax.lax.top_k(jnp.asarray(values), k)[1]
+    np.testing.assert_array_equal(D.top_k(jnp.asarray(values), k), want)

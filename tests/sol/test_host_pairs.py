@@ -83,12 +83,16 @@ def test_host_sampler_has_the_in_step_distribution():
     assert abs(step[key] / n - p) < 5 * sd, (key, step[key] / n, p)
 
 
-def test_loss_with_host_pairs_equals_the_in_step_formula():
-  """Restructuring check: the SOL loss fed the batch's pairs is the earlier in-step expression
-  evaluated on the same pairs (value and gradient)."""
+@pytest.mark.parametrize("variant,extra_cfg", [("sol", {}), ("sol", {"neighbourhood": 2, "sigma": 0.7}),
+                                               ("sol_sigma0", {}), ("gol", {})])
+def test_loss_with_host_pairs_equals_the_in_step_formula(variant, extra_cfg):
+  """Restructuring check: the SOL loss (pairs from the batch, profile only through `profile_affine`)
+  is the earlier in-step expression on the same pairs (the [B, C] profile, its gathered rows and
+  `discriminative_loss`), value and gradient; also for L_D over two neighbours, σ = 0 and GOL's
+  learnt reference points."""
   c, m = 8, 16
-  s = dict(num_classes=c, tau=TAU, hidden=(16,), embed_dim=4, pairs_per_class=6)
-  method = sol.make_method(s)
+  s = dict(num_classes=c, tau=TAU, hidden=(16,), embed_dim=4, pairs_per_class=6, **extra_cfg)
+  method = sol.make_method(s, variant)
   rng = np.random.default_rng(0)
   labels = jnp.asarray(rng.integers(0, c, 40), jnp.int32)
   idx = rng.integers(0, 40, m).astype(np.int32)
@@ -98,18 +102,22 @@ def test_loss_with_host_pairs_equals_the_in_step_formula():
   params = method.init(jax.random.key(0), batch)
   cent = jax.random.normal(jax.random.key(1), (c, 4))
   extra = {"labels": labels, "centroids": cent / jnp.linalg.norm(cent, axis=-1, keepdims=True)}
-  settings = sol.sol_settings(s)
-  net = sol.api._net(settings, "embed")
-  table = L.gaussian_table(c, float(settings["sigma"]))
+  settings = sol.sol_settings(s, variant)
+  net = sol.api._net(settings, "gol" if variant == "gol" else "embed")
+  sigma = float(settings["sigma"])
+  table = L.gaussian_table(c, sigma)
 
   def reference(params):
-    e = net.apply({"params": params}, x)["embedding"]
+    out = net.apply({"params": params}, x)
+    e, mu = out["embedding"], out.get("centroids", extra["centroids"])
     r = labels[idx]
-    prof = L.expected_profile(e, extra["centroids"], table)
-    dist = L.gaussian_rows(r, c, float(settings["sigma"]))
+    prof = L.expected_profile(e, mu, table)
+    dist = L.gaussian_rows(r, c, sigma)
     probs = L.order_probs(dist[base], dist[ref], TAU)
-    l_so = L.stochastic_order_loss(prof[base], prof[ref], r[base], r[ref], probs, float(settings["margin"]), valid)
-    return l_so + L.discriminative_loss(prof, r, int(settings["neighbourhood"])).mean()
+    l_so = L.stochastic_order_loss(prof[base] - prof[ref], r[base], r[ref], probs, float(settings["margin"]), valid)
+    loss = (float(settings["w_so"]) * l_so
+            + float(settings["w_d"]) * L.discriminative_loss(prof, r, int(settings["neighbourhood"])).mean())
+    return loss + (float(settings["w_center"]) * L.center_loss(e, mu, r) if variant == "gol" else 0.0)
 
   got, g_got = jax.value_and_grad(lambda p: method.loss_fn(p, batch, jax.random.key(9), extra)[0])(params)
   want, g_want = jax.value_and_grad(reference)(params)

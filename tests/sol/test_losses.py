@@ -82,9 +82,9 @@ def test_sigma_to_zero_recovers_deterministic_windows():
                              rtol=1e-6)
   # the stochastic loss with one-hot distributions is the deterministic window of the true order
   s_i, s_k = L.sq_dists(e, cent), L.sq_dists(e[::-1], cent)
-  v_gt, v_lt, v_sim = L.order_violations(s_i, s_k, ranks_i, ranks_k, 0.25)
+  v_gt, v_lt, v_sim = L.order_violations(s_i - s_k, ranks_i, ranks_k, 0.25)
   expected = np.where(diff > TAU, v_gt, np.where(diff < -TAU, v_lt, v_sim)).mean()
-  got = L.stochastic_order_loss(s_i, s_k, ranks_i, ranks_k, (pg, pl, ps), 0.25)
+  got = L.stochastic_order_loss(s_i - s_k, ranks_i, ranks_k, (pg, pl, ps), 0.25)
   assert float(got) == pytest.approx(float(expected), rel=1e-5)
 
 
@@ -92,7 +92,7 @@ def test_order_violations_by_hand():
   s_i = jnp.array([[1.0, 0.5, 0.0]])
   s_k = jnp.array([[0.0, 0.5, 1.0]])
   m = 0.25
-  v_gt, v_lt, v_sim = L.order_violations(s_i, s_k, jnp.array([2]), jnp.array([0]), m)
+  v_gt, v_lt, v_sim = L.order_violations(s_i - s_k, jnp.array([2]), jnp.array([0]), m)
   # base rank 2 > ref rank 0: window l < 0 is empty; l >= 2: [S^i_2 − S^k_2 + m]_+ = [0 − 1 + .25]_+ = 0
   assert float(v_gt[0]) == pytest.approx(0.0)
   # V_< windows: l < 2 -> [S^i − S^k + m]_+ = [1.25, 0.25]; l >= 0 -> [S^k − S^i + m]_+ = [0, .25, 1.25]
@@ -113,7 +113,7 @@ def _full_loss(e, cent, ranks, rng, sigma=1.0):
   pairs = L.sample_pairs(rng, ranks, TAU, 8)
   dist = L.gaussian_rows(ranks, C, sigma)
   probs = L.order_probs(dist[pairs.base], dist[pairs.ref], TAU)
-  so = L.stochastic_order_loss(prof[pairs.base], prof[pairs.ref], ranks[pairs.base], ranks[pairs.ref], probs,
+  so = L.stochastic_order_loss(prof[pairs.base] - prof[pairs.ref], ranks[pairs.base], ranks[pairs.ref], probs,
                                0.25, pairs.valid)
   return so + L.discriminative_loss(prof, ranks).mean()
 
@@ -157,7 +157,7 @@ def test_sample_pairs_pads_when_a_class_is_short():
   pairs = L.sample_pairs(jax.random.key(3), ranks, TAU, 16)
   valid = np.asarray(pairs.valid)
   assert valid.sum() == 7 + 16
-  assert L.stochastic_order_loss(jnp.ones((23, C)), jnp.ones((23, C)), ranks[pairs.base[:23]],
+  assert L.stochastic_order_loss(jnp.zeros((23, C)), ranks[pairs.base[:23]],
                                  ranks[pairs.ref[:23]], (jnp.ones(23),) * 3, 0.25).shape == ()
 
 
@@ -179,3 +179,35 @@ def test_profile_minimal_at_label_for_ideal_1d_embedding():
   cent = L.soft_centroids(e, L.gaussian_rows(ranks, C, 0.5))
   prof = L.expected_profile(e, cent, L.gaussian_table(C, 0.5))
   np.testing.assert_array_equal(np.asarray(jnp.argmin(prof, -1)), np.asarray(ranks))
+
+
+@pytest.mark.parametrize("sigma", [1.0, 0.0])
+def test_profile_affine_and_gaps_equal_the_profile(sigma):
+  """`profile_affine` with `table` = Q is `expected_profile`, with A Q it is A applied to the profile;
+  `profile_gaps` is the difference of the gathered profile rows (the step's form)."""
+  c, d = 7, 5
+  e = jax.random.normal(jax.random.key(0), (12, d))                        # not unit: the ‖e‖² term counts
+  cent = jax.random.normal(jax.random.key(1), (c, d)).at[3].set(0.0)      # a rank without mass
+  table = L.gaussian_table(c, sigma)
+  prof = L.expected_profile(e, cent, table)
+  aff = L.profile_affine(cent, table)
+  e2 = jnp.sum(e * e, -1)
+  np.testing.assert_allclose(aff.scale * e2[:, None] + aff.bias - 2.0 * e @ aff.weight.T, prof, rtol=1e-5, atol=1e-5)
+  a = jax.random.normal(jax.random.key(2), (4, c))
+  mapped = L.profile_affine(cent, a @ table)
+  np.testing.assert_allclose(mapped.scale * e2[:, None] + mapped.bias - 2.0 * e @ mapped.weight.T, prof @ a.T,
+                             rtol=1e-4, atol=1e-4)
+  base, ref = jnp.array([0, 3, 11, 5, 5]), jnp.array([1, 3, 2, 10, 0])
+  np.testing.assert_allclose(L.profile_gaps(e, aff, base, ref), prof[base] - prof[ref], rtol=1e-5, atol=1e-5)
+  assert float(jnp.abs(L.profile_gaps(e, aff, base, ref)[1]).max()) == 0.0   # a pair with itself
+
+
+@pytest.mark.parametrize("c,nb", [(2, 1), (3, 1), (9, 1), (9, 2), (4, 3)])
+def test_discriminative_weights_reproduce_discriminative_loss(c, nb):
+  """L_D(b) = A[r_b] · S_b for every rank (missing sides doubled), so the step's A Q map is L_D."""
+  a = L.discriminative_weights(c, nb)
+  prof = jax.random.normal(jax.random.key(c + nb), (3 * c, c))
+  ranks = jnp.tile(jnp.arange(c), 3)
+  np.testing.assert_allclose(jnp.sum(a[ranks] * prof, -1), L.discriminative_loss(prof, ranks, nb), rtol=1e-5,
+                             atol=1e-6)
+  np.testing.assert_allclose(a.sum(-1), 0.0, atol=1e-6)   # L_D ignores a constant shift of the profile
