@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import jax
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 
 matplotlib.use("Agg")
@@ -289,6 +290,7 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int 
     if ds in ANCHORS and ds in anchored:
       legend["published SMILE"] = ax.axhline(ANCHORS[ds], ls="--", color="k", lw=0.8)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())    # narrow PEG ranges: labels would overlap
     ax.set_xlabel("PEG (total, incl. ensemble training)")
     ax.set_title(ds)
     vals = [r["metrics"]["lppd"] for r in rows if r["dataset"] == ds and r["metrics"]["lppd"] is not None]
