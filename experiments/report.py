@@ -64,21 +64,25 @@ def markdown_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> str
   return "\n".join(out) + "\n"
 
 
-def fmt_mean_std(values: Iterable[float | None], digits: int | None = None) -> str:
-  """Mean ± std of the non-None values ("n/a" if none; the mean alone for one value)."""
+def fmt_mean_std(values: Iterable[float | None], digits: int | None = None, *, se: bool = False) -> str:
+  """Mean ± std of the non-None values ("n/a" if none; the mean alone for one value); `se`: ± the standard
+  error of the mean (sample std / sqrt(n)) instead."""
   vals = [float(v) for v in values if v is not None]
   if not vals:
     return "n/a"
   m = float(np.mean(vals))
   d = digits if digits is not None else (4 if abs(m) < 10 else 2)
-  return f"{m:.{d}f}" if len(vals) == 1 else f"{m:.{d}f} ± {float(np.std(vals)):.{d}f}"
+  spread = float(np.std(vals, ddof=1) / np.sqrt(len(vals))) if se and len(vals) > 1 else float(np.std(vals))
+  return f"{m:.{d}f}" if len(vals) == 1 else f"{m:.{d}f} ± {spread:.{d}f}"
 
 
 def pivot_table(rows: list[dict], metric: str, *, higher_is_better: bool | None = None,
-                digits: int | None = None) -> str:
-  """Methods (rows) x datasets (columns) of `metric`, mean ± std over splits and seeds; with
-  `higher_is_better` set, the best mean of each column is bold."""
-  methods = list(dict.fromkeys(r["method"] for r in rows))
+                digits: int | None = None, se: bool = False, by_dataset: bool = False,
+                methods: Sequence[str] | None = None) -> str:
+  """Methods (rows) x datasets (columns) of `metric`, mean ± std (`se`: ± s.e.) over splits and seeds; with
+  `higher_is_better` set, the best mean of each dataset is bold. `by_dataset`: a line per dataset, a column per
+  method instead. `methods`: which methods, in this order (default: all, in order of appearance)."""
+  methods = list(methods) if methods is not None else list(dict.fromkeys(r["method"] for r in rows))
   datasets = list(dict.fromkeys(r["dataset"] for r in rows))
   vals = {(m, d): [r["metrics"].get(metric) for r in rows if r["method"] == m and r["dataset"] == d]
           for m in methods for d in datasets}
@@ -89,14 +93,14 @@ def pivot_table(rows: list[dict], metric: str, *, higher_is_better: bool | None 
                if any(v is not None for v in vals[m, d])}
       if means:
         best[d] = (max if higher_is_better else min)(means, key=means.get)
-  lines = []
-  for m in methods:
-    cells = []
-    for d in datasets:
-      txt = fmt_mean_std(vals[m, d], digits) if vals[m, d] else "–"
-      cells.append(f"**{txt}**" if best.get(d) == m else txt)
-    lines.append([m] + cells)
-  return markdown_table(["method"] + datasets, lines)
+
+  def cell(m, d):
+    txt = fmt_mean_std(vals[m, d], digits, se=se) if vals[m, d] else "–"
+    return f"**{txt}**" if best.get(d) == m else txt
+
+  if by_dataset:
+    return markdown_table(["dataset"] + methods, [[d] + [cell(m, d) for m in methods] for d in datasets])
+  return markdown_table(["method"] + datasets, [[m] + [cell(m, d) for d in datasets] for m in methods])
 
 
 def paired(rows: list[dict], a: str, b: str, metric: str, *, dataset: str | None = None
@@ -161,22 +165,29 @@ def best_by(rows: list[dict], candidates: Sequence[str], *, name: str, select: s
 def paired_summary(rows: list[dict], ours: str, baselines: Sequence[str], metric: str, *,
                    higher_is_better: bool = True) -> str:
   """Markdown: per dataset and baseline, ours minus baseline (mean over paired splits), sign-test wins /
-  losses and Wilcoxon p; then, per baseline, on how many datasets ours is at least as good on average."""
+  losses and Wilcoxon p; then, per baseline, on how many datasets ours is at least as good on average, and
+  (several baselines) on how many it is at least as good as every baseline at once."""
   datasets = list(dict.fromkeys(r["dataset"] for r in rows if r["method"] == ours))
-  lines, count = [], {b: 0 for b in baselines}
+  lines, count, every = [], {b: 0 for b in baselines}, 0
   for d in datasets:
-    cells = []
+    cells, ok = [], True
     for b in baselines:
       c = compare(rows, ours, b, metric, higher_is_better=higher_is_better, dataset=d)
       if not c["n"]:
         cells.append("–")
+        ok = False
         continue
-      count[b] += int(c["mean_diff"] >= 0 if higher_is_better else c["mean_diff"] <= 0)
+      good = c["mean_diff"] >= 0 if higher_is_better else c["mean_diff"] <= 0
+      count[b] += int(good)
+      ok = ok and good
       cells.append(f"{c['mean_diff']:+.3f} ({c['wins']}/{c['losses']}, p={c['wilcoxon_p']:.2g})")
+    every += int(ok)
     lines.append([d] + cells)
   head = markdown_table(["dataset"] + [f"{ours} − {b}: mean {metric} diff (W/L, Wilcoxon p)" for b in baselines],
                         lines)
   tail = "; ".join(f"`{ours}` ≥ `{b}` on {count[b]} of {len(datasets)} datasets" for b in baselines)
+  if len(baselines) > 1:
+    tail += f"; ≥ every one of them on {every} of {len(datasets)} datasets"
   return head + "\n" + tail + "\n"
 
 

@@ -5,12 +5,22 @@ validation epoch per member), then starts one chain per member for every sampler
 SMILE, pSMILE-naive, pSMILE, SGLD, cyclical SGLD, SGHMC, full-batch MCLMC at equal PEG and at its
 own budget) and evaluates the posterior predictive on the test rows; one row per method.
 The `paper` preset runs `jaxml.smile.run_classification` on CIFAR-10 through TFDS.
+
+Runs split into several jobs (e.g. one per group of data sets) are merged into one table, one paired
+comparison and one LPPD-vs-PEG figure (a panel per data set) with the same `summarize` a single run uses:
+
+  python -m experiments.smile_uci --merge=runs/a,runs/b --workdir=runs/merged
 """
 
+import argparse
+import json
+import os
+import sys
 from typing import NamedTuple
 
 import jax
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 
 matplotlib.use("Agg")
@@ -42,6 +52,16 @@ class Plan(NamedTuple):
 
 _SMILE = {"smile_naive", "smile", "psmile_naive", "psmile"}
 _ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
+_PSMILE = {"psmile_naive", "psmile", "psmile_ev", "psmile_eq"}
+# Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
+# derived from the other rows, so a merge recomputes them.
+_CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))
+_OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile")   # compared with the SG-MCMC baselines
+_BASELINES = ("sgld", "sghmc", "csgld")                            # equal per-example gradients
+_COLS = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
+         ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
+         ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
+         ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
 # Pipeline keys by what runs: (condition on (methods, regression protocol), keys).
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
                                 "budget_epochs", "warmup_frac", "num_samples")),
@@ -59,6 +79,11 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: "mclmc_native" in m, ("mclmc_native_tune", "mclmc_native_samples", "mclmc_native_chains")),
          (lambda m, reg: not reg, ("num_classes", "resnet_stage_sizes", "resnet_width", "paper_dataset",
                                    "paper_batch", "paper_load_batch", "paper_train_limit", "paper_test_limit")))
+
+
+def data_protocol(protocol: str, dataset: str) -> str:
+  """A set's data protocol; "auto": the 20-split protocol where the set has it, else the 70/10/20 splits."""
+  return protocol if protocol != "auto" else "smile" if dataset in offline.UCI_SMILE_ONLY else "standard"
 
 
 def plan(config) -> Plan:
@@ -81,7 +106,7 @@ def plan(config) -> Plan:
     datasets, given = tuple(s.datasets), tuple(int(i) for i in s.splits)
     for d in datasets:
       # auto: the 20-split protocol where a set has it; the smile-only sets use their splits 1-3 for 0-2.
-      protocols[d] = s.protocol if s.protocol != "auto" else "smile" if d in offline.UCI_SMILE_ONLY else "standard"
+      protocols[d] = data_protocol(s.protocol, d)
       allowed = offline.UCI_SMILE_DATASETS if protocols[d] == "smile" else tuple(
           x for x in offline.UCI_DATASETS if x not in offline.UCI_SMILE_ONLY)
       common.validate_dataset(d, allowed, f"dataset for protocol {protocols[d]!r}")
@@ -133,21 +158,78 @@ def run(config, workdir: str) -> list[dict]:
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
-  # "smile_best": per split, the SMILE variant with the best validation LPPD, paired against the baselines.
-  variants = [m for m in smile.METHODS if m in _ALL_SMILE and any(r["method"] == m for r in rows)]
-  rows += report.best_by(rows, variants, name="smile_best", select="valid_lppd") if len(variants) > 1 else []
-  make_plot(rows, workdir, {d for d, pr in p.protocols.items() if pr == "smile"})
-  cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
-          ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
-          ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
-          ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
-  baselines = [m for m in ("sgld", "sghmc", "csgld", "de") if any(r["method"] == m for r in rows)]
+  return summarize(rows, workdir, {d for d, pr in p.protocols.items() if pr == "smile"})
+
+
+def summarize(rows: list[dict], workdir: str, anchored: set[str]) -> list[dict]:
+  """Adds the validation-chosen rows (`_CHOSEN`), writes summary.md (mean ± s.e. table, then each of `_OURS`
+  against the SG-MCMC baselines paired over splits) and lppd_vs_peg.png; returns the rows with the chosen ones.
+  One run and a merge of several runs (`merge`) share it; chosen rows already in `rows` are recomputed."""
+  rows = [r for r in rows if r["method"] not in dict(_CHOSEN)]
+  ran = {r["method"] for r in rows}
+  picked = set()
+  for name, family in _CHOSEN:
+    variants = [m for m in smile.METHODS if m in family and m in ran]
+    # A choice needs two candidates; the pSMILE choice is left out when it would copy the SMILE one.
+    if len(variants) > 1 and set(variants) != picked:
+      rows += report.best_by(rows, variants, name=name, select="valid_lppd")
+      picked = set(variants)
+  make_plot(rows, workdir, anchored)
+  ran = {r["method"] for r in rows}
+  baselines = [m for m in _BASELINES if m in ran]
+  order = [m for m in smile.METHODS + tuple(dict(_CHOSEN)) if m in ran]
   with open(f"{workdir}/summary.md", "w") as f:
-    f.write(report.mean_se_table(rows, smile.METHODS + ("smile_best",), cols, se_cols=("lppd", "rmse")))
-    if any(r["method"] == "smile_best" for r in rows) and baselines:
-      f.write("\n### smile_best (variant chosen per split by validation LPPD) vs baselines, test LPPD\n\n"
-              + report.paired_summary(rows, "smile_best", baselines, "lppd"))
+    f.write(report.mean_se_table(rows, tuple(order), _COLS, se_cols=("lppd", "rmse")))
+    f.write("\n### Test LPPD by data set, mean ± s.e. over splits\n\n"
+            + report.pivot_table(rows, "lppd", digits=3, se=True, by_dataset=True, methods=order))
+    for ours in (m for m in _OURS if m in ran and baselines):
+      what = {"smile_best": "SMILE variant", "psmile_best": "pSMILE variant"}.get(ours)
+      f.write(f"\n### {ours}{f' ({what} chosen per split by validation LPPD)' if what else ''} vs SG-MCMC "
+              "baselines at equal gradients, test LPPD\n\n" + report.paired_summary(rows, ours, baselines, "lppd"))
   return rows
+
+
+def merge(workdirs: list[str], workdir: str) -> list[dict]:
+  """Rows of several runs' results.json as one run: the same summary.md and lppd_vs_peg.png as `run` (a panel per
+  data set), and results.json (same schema; `sources` added; wall_s summed). A (method, dataset, split, seed) in
+  two runs is an error."""
+  rows, seen, anchored, wall, env = [], set(), set(), 0.0, None
+  for w in workdirs:
+    with open(os.path.join(w, "results.json")) as f:
+      res = json.load(f)
+    with open(os.path.join(w, "config.json")) as f:
+      s = json.load(f)["smile"]
+    if res.get("experiment") != "smile_uci" or s["protocol"] == "tfds":
+      raise ValueError(f"{w}: not a smile_uci regression run")
+    anchored |= {d for d in s["datasets"] if data_protocol(s["protocol"], d) == "smile"}
+    wall, env = wall + float(res["wall_s"]), env or res.get("env")
+    for r in res["rows"]:
+      if r["method"] in dict(_CHOSEN):
+        continue
+      key = (r["method"], r["dataset"], r["split"], r["seed"])
+      if key in seen:
+        raise ValueError(f"{w}: row {key} is also in an earlier run")
+      seen.add(key)
+      rows.append(r)
+  os.makedirs(workdir, exist_ok=True)
+  rows = summarize(rows, workdir, anchored)
+  common.write_json(os.path.join(workdir, "results.json"), {"experiment": "smile_uci", "preset": "merge",
+                                                            "rows": rows, "wall_s": wall, "env": env,
+                                                            "sources": list(workdirs)})
+  return rows
+
+
+def _merge_main(argv: list[str]) -> None:
+  ap = argparse.ArgumentParser(prog="python -m experiments.smile_uci")
+  ap.add_argument("--merge", required=True, help="comma-separated workdirs holding results.json and config.json")
+  ap.add_argument("--workdir", required=True, help="output folder (summary.md, lppd_vs_peg.png, results.json)")
+  args = ap.parse_args(argv)
+  try:
+    rows = merge([w for w in args.merge.split(",") if w], args.workdir)
+  except (ValueError, FileNotFoundError, KeyError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  print(f"[smile_uci] merged {len(rows)} rows into {args.workdir}/results.json, summary.md, lppd_vs_peg.png")
 
 
 def _load_tfds(split: str, p: Plan, limit: int) -> dict:
@@ -185,13 +267,17 @@ def run_paper(p: Plan, workdir: str, mesh) -> list[dict]:
           for m, (met, cost) in results.items()]
 
 
-def make_plot(rows: list[dict], workdir: str, anchored: set[str]) -> None:
-  """LPPD (mean ± s.e. over splits) against total PEG per method; dashed line: published SMILE LPPD
-  (only for `anchored` data sets, the ones run on the authors' 70/10/20 splits)."""
+def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int = 4) -> None:
+  """LPPD (mean ± s.e. over splits) against total PEG per method, a panel per data set (`ncols` per line);
+  dashed line: published SMILE LPPD (only for `anchored` data sets, the ones run on the authors' 70/10/20 splits)."""
   datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-  fig, axes = plt.subplots(1, len(datasets), figsize=(4.0 * len(datasets) + 1.6, 3.4), squeeze=False)
-  for ax, ds in zip(axes[0], datasets):
-    methods = [m for m in smile.METHODS if any(r["method"] == m and r["dataset"] == ds for r in rows)]
+  order = smile.METHODS + tuple(dict(_CHOSEN))
+  methods = [m for m in order if any(r["method"] == m for r in rows)]     # one marker / colour per method
+  ncols = min(ncols, len(datasets))
+  nrows = -(-len(datasets) // ncols)
+  fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols + 1.6, 3.4 * nrows), squeeze=False)
+  legend = {}
+  for ax, ds in zip(axes.flat, datasets):
     for i, m in enumerate(methods):
       sel = [r for r in rows if r["method"] == m and r["dataset"] == ds and r["metrics"]["lppd"] is not None]
       if not sel:
@@ -199,22 +285,28 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str]) -> None:
       # Small horizontal offsets keep equal-PEG methods apart; the x-axis is logarithmic.
       peg = np.mean([r["cost"]["peg"] for r in sel]) * 1.04 ** (i - len(methods) / 2)
       lppd = np.array([r["metrics"]["lppd"] for r in sel])
-      ax.errorbar(peg, lppd.mean(), yerr=lppd.std(ddof=1) / np.sqrt(len(lppd)) if len(lppd) > 1 else 0,
-                  fmt="o^sDv<>ph*X"[i % 11], label=m, color=plt.cm.tab20(i / max(len(methods), 1)), capsize=2)
+      legend[m] = ax.errorbar(peg, lppd.mean(), yerr=lppd.std(ddof=1) / np.sqrt(len(lppd)) if len(lppd) > 1 else 0,
+                              fmt="o^sDv<>ph*X"[i % 11], color=plt.cm.tab20(i / max(len(methods), 1)), capsize=2)
     if ds in ANCHORS and ds in anchored:
-      ax.axhline(ANCHORS[ds], ls="--", color="k", lw=0.8, label="published SMILE")
+      legend["published SMILE"] = ax.axhline(ANCHORS[ds], ls="--", color="k", lw=0.8)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())    # narrow PEG ranges: labels would overlap
     ax.set_xlabel("PEG (total, incl. ensemble training)")
     ax.set_title(ds)
     vals = [r["metrics"]["lppd"] for r in rows if r["dataset"] == ds and r["metrics"]["lppd"] is not None]
-    hi = max(max(vals), ANCHORS.get(ds, -np.inf))
+    hi = max(max(vals), ANCHORS.get(ds, -np.inf) if ds in anchored else -np.inf)
     ax.set_ylim(np.nanpercentile(vals, 15) - 0.05, hi + 0.05)
-  axes[0][0].set_ylabel("test LPPD")
-  handles, labels = axes[0][0].get_legend_handles_labels()
-  fig.legend(handles, labels, loc="center right", fontsize=7)
-  fig.subplots_adjust(right=1 - 1.5 / (4.0 * len(datasets) + 1.6), wspace=0.3)
+  for ax in axes.flat[len(datasets):]:
+    ax.set_axis_off()
+  for ax in axes[:, 0]:
+    ax.set_ylabel("test LPPD")
+  fig.legend(list(legend.values()), list(legend), loc="center right", fontsize=7)
+  fig.subplots_adjust(right=1 - 1.5 / (4.0 * ncols + 1.6), wspace=0.3, hspace=0.45)
   common.save_plot(fig, workdir, "lppd_vs_peg.png")
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="smile_uci", plan=plan)
+  if any(a.startswith("--merge") for a in sys.argv[1:]):
+    _merge_main(sys.argv[1:])
+  else:
+    common.run_main(run, experiment="smile_uci", plan=plan)

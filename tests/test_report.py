@@ -34,6 +34,10 @@ def test_compare_and_tables(tmp_path):
   table = report.pivot_table(ROWS, "acc", higher_is_better=True)
   assert "**0.9250 ± 0.0171**" in table and "| base | 0.8000 ± 0.0000 | **0.5000** |" in table
   assert report.fmt_mean_std([None, 1.0]) == "1.0000" and report.fmt_mean_std([]) == "n/a"
+  # A line per dataset, chosen methods in the given order, ± s.e. (sample std of 0.90..0.95 / sqrt 6 = 0.0076).
+  table = report.pivot_table(ROWS, "acc", se=True, by_dataset=True, methods=("base", "ours"))
+  assert table.splitlines()[0] == "| dataset | base | ours |"
+  assert "| a | 0.8000 ± 0.0000 | 0.9250 ± 0.0076 |" in table and "| b | 0.5000 | – |" in table
   path = report.bar_plot(ROWS, "acc", str(tmp_path), "acc.png")
   assert (tmp_path / "acc.png").stat().st_size > 0 and path.endswith("acc.png")
 
