@@ -118,7 +118,7 @@ def test_ref_protocol_options_reach_the_samplers():
 def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling():
   """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
   constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step."""
-  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), num_samples=4, warmup_frac=0.5), toy_regression_splits()
+  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), eq_decay_steps=0, eq_pool_chains=False, num_samples=4, warmup_frac=0.5), toy_regression_splits()
   n = len(data["y_train"])
   samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
   assert samplers.plans["psmile_eq"][2] == 3
