@@ -128,7 +128,7 @@ def run(config, workdir: str) -> list[dict]:
                                 rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
-        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
+        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_spread", "eps_drift",
                                                               "nonfinite", "chains_kept", "lppd_kept") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
@@ -139,7 +139,7 @@ def run(config, workdir: str) -> list[dict]:
   make_plot(rows, workdir, {d for d, pr in p.protocols.items() if pr == "smile"})
   cols = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
           ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
-          ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
+          ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"), ("eps_spread", "eps spread"),
           ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
   baselines = [m for m in ("sgld", "sghmc", "csgld", "de") if any(r["method"] == m for r in rows)]
   with open(f"{workdir}/summary.md", "w") as f:

@@ -372,6 +372,7 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict
     metrics = evaluate(samplers.predict, pos, res.keep, logdens, data, cfg, rng)
     metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
                    nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)),
+                   eps_spread=float(np.max(eps_final) / max(float(np.min(eps_final)), 1e-30)),
                    eps_drift=eps_drift(warm_eps))
     if float(cfg.get("chain_filter_nats", 0.0)) > 0:   # diagnostic: the mixture without chains lost on validation
       kept = chain_filter(samplers.predict, pos, res.keep, data, float(cfg.chain_filter_nats))
