@@ -60,7 +60,7 @@ _OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile")   # compared wit
 _BASELINES = ("sgld", "sghmc", "csgld")                            # equal per-example gradients
 _COLS = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
          ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),
-         ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"),
+         ("final_step_size", "final eps"), ("step_size0", "eps0"), ("eps_drift", "eps drift"), ("eps_spread", "eps spread"),
          ("nonfinite", "non-finite"), ("chains_kept", "kept chains"), ("lppd_kept", "LPPD kept")]
 # Pipeline keys by what runs: (condition on (methods, regression protocol), keys).
 _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
@@ -71,7 +71,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
-         (lambda m, reg: "psmile_eq" in m, ("eq_step_size",)),
+         (lambda m, reg: "psmile_eq" in m, ("eq_step_size", "eq_decay_steps", "eq_pool_chains")),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
          (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
          (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),
@@ -153,7 +153,7 @@ def run(config, workdir: str) -> list[dict]:
                                 rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
                                 workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
       for method, (metrics, cost) in results.items():
-        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_drift",
+        extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_spread", "eps_drift",
                                                               "nonfinite", "chains_kept", "lppd_kept") if k in metrics)
         print(f"[smile_uci] {dataset}/split{split} {method:13s} lppd {metrics['lppd']:+.3f} rmse {metrics['rmse']:.3f} "
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)

@@ -27,9 +27,14 @@ x = ΔE²/d is far from Gaussian there (float32-rounding floor ~1e-11 while the 
 posterior, then rare steps with x ≫ 1 that carry all of Σ x), so an EMA of x follows the tail. It is a
 Robbins–Monro quantile tracker instead: with τ = target_energy_var · F⁻¹_χ²₁(q) (the q-quantile of x
 if ΔE ~ N(0, d · target)), log ε ← log ε + γ_t (1[x ≤ τ] − q), which is stationary where
-P(x ≤ τ) = q, whatever the tail. Gain γ_t = γ₀ up to adapt_steps / 2, then γ₀ · (adapt_steps/2) / t;
-over that second half it averages log ε and at t = adapt_steps freezes ε at the average
-(adapt_steps = 0: constant gain, never frozen). A non-finite step counts as x > τ and halves ε.
+P(x ≤ τ) = q, whatever the tail. Gain γ_t = γ₀ up to h = adapt_steps / 2, then γ₀ · h / t
+(decay_steps = 0) or, with the Robbins–Monro count restarted at h, γ₀ / (1 + (t − h)/decay_steps)
+(decay_steps = t₀ > 0: the gain is γ₀/2 after t₀ more steps instead of after h, so the live ε settles
+within the second half); over that second half it averages log ε and at t = adapt_steps freezes ε at the
+average (adapt_steps = 0: constant gain, never frozen). With pool_chains the per-chain signal
+1[x ≤ τ] − q is averaged over the chains that share ε₀ (they sample the same posterior) before it moves
+log ε, so those chains share one ε (a non-finite step in any of them halves it); this needs the chains
+vmapped with axis_name=CHAIN_AXIS (the chain runner does this). A non-finite step counts as x > τ and halves ε.
 A step with x > divergence_factor · τ is a divergence: it is reverted like a reset of the "ref" rule
 (θ, ℓ, g restored, u zeroed; the preconditioner does not see its gradient), in every phase. Without
 this guard a catastrophic step (x ~ 1e10 on UCI without the r clamp) feeds its gradient into the
@@ -49,8 +54,10 @@ from jax.scipy.special import ndtri
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
     "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
-    "precond_inverse_mass", "mile_warmup",
+    "precond_inverse_mass", "mile_warmup", "CHAIN_AXIS", "pool_over_chains",
 ]
+
+CHAIN_AXIS = "chains"   # vmap axis name of the chains in `chains.make_chain_runner` (read by pool_chains)
 
 
 class TunerConfig(NamedTuple):
@@ -71,6 +78,8 @@ class TunerConfig(NamedTuple):
   energy_quantile: float = 0.99   # energy_quantile: the quantile q of ΔE²/d that is steered to τ
   quantile_gain: float = 0.1      # energy_quantile: Robbins–Monro gain γ₀ on log ε
   adapt_steps: int = 0            # energy_quantile: tuning steps, then ε frozen at the average (0: never)
+  decay_steps: int = 0            # energy_quantile: t₀ of the gain γ₀/(1 + (t − h)/t₀) after h = adapt_steps/2 (0: γ₀h/t)
+  pool_chains: bool = False       # energy_quantile: one ε per ε₀ from the chain-averaged signal (needs CHAIN_AXIS)
   resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
   divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
   nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
@@ -162,11 +171,22 @@ def energy_quantile_threshold(cfg: TunerConfig) -> jax.Array:
   return cfg.target_energy_var * z ** 2
 
 
+def pool_over_chains(value: jax.Array, key: jax.Array) -> jax.Array:
+  """Mean of a per-chain scalar over the chains (vmap axis CHAIN_AXIS) whose `key` [k] equals this chain's."""
+  values, keys = jax.lax.all_gather(value, CHAIN_AXIS), jax.lax.all_gather(key, CHAIN_AXIS)
+  same = jnp.all(keys == key, axis=-1)
+  return jnp.sum(jnp.where(same, values, 0.0)) / jnp.sum(same)
+
+
 def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: int, state: TunerState,
                            cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array,
-                           logdensity_scale: jax.Array | float = 0.0) -> tuple[jax.Array, TunerState]:
+                           logdensity_scale: jax.Array | float = 0.0,
+                           pool_key: jax.Array | None = None) -> tuple[jax.Array, TunerState]:
   """The "energy_quantile" rule: (ε, state) after one step; state.mean holds the running average of log ε
   over the averaging half (t > adapt_steps / 2), state.std is unused, state.t counts steps from 1.
+
+  With `cfg.pool_chains` the signal and the non-finite flag are averaged over the chains with the same
+  `pool_key` (float [k], e.g. (ε₀, variant)) along CHAIN_AXIS (see `pool_over_chains`).
   """
   t = state.t
   horizon = cfg.adapt_steps
@@ -175,9 +195,18 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
   below = ~nonfinite & (energy_change ** 2 / dim <= energy_quantile_threshold(cfg))
   # |ΔE| within `resolution_ulps` float32 ulps of |ℓ| is rounding, not integration error: no evidence to grow ε.
   resolved = jnp.abs(energy_change) > cfg.resolution_ulps * 2.0 ** -23 * logdensity_scale
-  gain = cfg.quantile_gain * (jnp.minimum(1.0, half / tf) if horizon > 0 else 1.0)
-  log_eps = jnp.log(step_size) + gain * jnp.where(below, resolved * (1.0 - cfg.energy_quantile),
-                                                  -cfg.energy_quantile)
+  signal = jnp.where(below, resolved * (1.0 - cfg.energy_quantile), -cfg.energy_quantile)
+  if cfg.pool_chains:
+    key = jnp.atleast_1d(jnp.asarray(initial_step_size if pool_key is None else pool_key, jnp.float32))
+    signal = pool_over_chains(signal, key)
+    nonfinite = pool_over_chains(nonfinite.astype(jnp.float32), key) > 0
+  if horizon <= 0:
+    decay = 1.0
+  elif cfg.decay_steps > 0:   # Robbins–Monro count restarted at h: γ₀ / (1 + (t − h)/t₀)
+    decay = 1.0 / (1.0 + jnp.maximum(tf - half, 0.0) / cfg.decay_steps)
+  else:
+    decay = jnp.minimum(1.0, half / tf)
+  log_eps = jnp.log(step_size) + cfg.quantile_gain * decay * signal
   log_eps = jnp.where(nonfinite, jnp.log(step_size * 0.5), log_eps)
   lo = jnp.log(jnp.maximum(cfg.eps_min, cfg.eps_floor_frac * initial_step_size))
   log_eps = jnp.clip(log_eps, lo, jnp.log(cfg.eps_max))

@@ -96,7 +96,7 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
   per_epoch = n // b
   if per_epoch < 1:
     raise ValueError(f"batch size {b} exceeds the {n} training rows")
-  step_fn = jax.vmap(kernel.step, in_axes=(0, 0, 0, None))
+  step_fn = jax.vmap(kernel.step, in_axes=(0, 0, 0, None), axis_name=adapt.CHAIN_AXIS)   # named: tuners may pool
 
   warm_blocks = num_warmup // thin
 

@@ -207,8 +207,9 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                                                        state.initial_step_size, ~ok)
       else:
         scale = jnp.maximum(jnp.abs(old.logdensity), jnp.abs(new.logdensity))
+        pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
         eps_tuned, tun_tuned = adapt.energy_quantile_update(eps, energy_change, dim, state.tuner, tuner,
-                                                            state.initial_step_size, ~ok, scale)
+                                                            state.initial_step_size, ~ok, scale, pool_key)
       eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
       tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
     elif dynamic or tuned:
@@ -265,7 +266,9 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     **tuner: TunerConfig fields; `tuner="ref"` (default) is the authors' Gamma-quantile rule with
       resets, `tuner="energy_var"` the absolute same-batch energy-error target (EMA of ΔE²/d),
       `tuner="energy_quantile"` the Robbins–Monro quantile tracker on the same signal; give it
-      `adapt_steps` (the warmup length) so that ε is averaged and frozen (see `adaptation`).
+      `adapt_steps` (the warmup length) so that ε is averaged and frozen, `decay_steps` for the
+      restarted gain of the second half and `pool_chains=True` for one ε per ε₀ over the chains
+      (then vmap the step with axis_name=adaptation.CHAIN_AXIS, as the chain runner does; see `adaptation`).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
   """

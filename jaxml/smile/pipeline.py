@@ -241,7 +241,8 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
 
   `psmile_ev`: tuned pSMILE with the absolute-target tuner (`tuner="energy_var"`, 3 batch gradients
   per step) from one ε₀ (`ev_step_size`). `psmile_eq`: tuned pSMILE with `tuner="energy_quantile"`
-  (3 batch gradients per step) from one ε₀ (`eq_step_size`), tuned over the `warmup_steps` and frozen.
+  (3 batch gradients per step) from one ε₀ (`eq_step_size`), tuned over the `warmup_steps` and frozen;
+  `eq_decay_steps` is the t₀ of its second-half gain (0: γ₀h/t), `eq_pool_chains` pools its signal over chains.
   """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
@@ -254,7 +255,8 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
                                                    **_smile_options(cfg)))
   if group == "psmile_eq":
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_quantile",
-                                                   adapt_steps=int(warmup_steps), **_smile_options(cfg)))
+                                                   adapt_steps=int(warmup_steps), decay_steps=int(cfg.eq_decay_steps),
+                                                   pool_chains=bool(cfg.eq_pool_chains), **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":
@@ -370,6 +372,7 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict
     metrics = evaluate(samplers.predict, pos, res.keep, logdens, data, cfg, rng)
     metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
                    nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)),
+                   eps_spread=float(np.max(eps_final) / max(float(np.min(eps_final)), 1e-30)),
                    eps_drift=eps_drift(warm_eps))
     if float(cfg.get("chain_filter_nats", 0.0)) > 0:   # diagnostic: the mixture without chains lost on validation
       kept = chain_filter(samplers.predict, pos, res.keep, data, float(cfg.chain_filter_nats))

@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 
 from jaxml.smile import adaptation as adapt
@@ -37,6 +38,17 @@ def test_update_rule_steps_gates_and_gain():
   np.testing.assert_allclose(_update(0.1, big, 80, cfg, avg=math.log(0.1))[0], 0.1 * math.exp(-0.1 * 0.9 * 50 / 80),
                              rtol=1e-5)
   np.testing.assert_allclose(_update(0.1, big, 5, cfg._replace(adapt_steps=0))[0], 0.1 * math.exp(-0.09), rtol=1e-5)
+  # decay_steps = t₀: the count restarts at h = 50, γ₀ / (1 + (t − h)/t₀); unchanged in the first half.
+  fast = cfg._replace(decay_steps=20)
+  np.testing.assert_allclose(_update(0.1, big, 80, fast, avg=math.log(0.1))[0], 0.1 * math.exp(-0.1 * 0.9 / (1 + 30 / 20)),
+                             rtol=1e-5)
+  np.testing.assert_allclose(_update(0.1, big, 50, fast)[0], 0.1 * math.exp(-0.09), rtol=1e-5)
+
+
+def test_pool_over_chains_averages_within_equal_keys_only():
+  values, keys = jnp.asarray([1.0, 2.0, 3.0, 5.0]), jnp.asarray([[1e-3], [1e-3], [1e-2], [1e-2]])
+  pooled = jax.vmap(adapt.pool_over_chains, axis_name=adapt.CHAIN_AXIS)(values, keys)
+  np.testing.assert_allclose(pooled, [1.5, 1.5, 4.0, 4.0])
 
 
 def test_average_then_freeze():
@@ -77,31 +89,37 @@ def _eps_trace(sampler, check, starts, steps, batch):
 
     return jax.lax.scan(body, state, (jax.random.split(key, steps), batches))[1]
 
-  eps, de = jax.jit(jax.vmap(one))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
+  eps, de = jax.jit(jax.vmap(one, axis_name=adapt.CHAIN_AXIS))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
   return np.asarray(eps), np.asarray(de)
 
 
-def test_gaussian_converges_to_the_target_quantile_from_either_side():
+@pytest.mark.parametrize("decay_steps,pool", [(0, False), (100, False), (100, True)])
+def test_gaussian_converges_to_the_target_quantile_from_either_side(decay_steps, pool):
   """Full-batch linear regression (a Gaussian posterior, d = 8): from ε₀ 10× too small and 10× too large the
-  frozen ε agree, and at that fixed ε the fraction of steps with ΔE²/d ≤ τ is q."""
+  frozen ε agree, and at that fixed ε the fraction of steps with ΔE²/d ≤ τ is q; with h25's gain, the restarted
+  gain and the chain-pooled signal (one ε for all chains)."""
   check = checks.linear_regression(n=256, p=8, batch_size=256)
   d, q, steps = 8, 0.8, 4000
   base = float(check.ref_std.min()) * math.sqrt(d)
   starts = jnp.asarray(check.ref_mean, jnp.float32) + 0.5 * jnp.asarray(check.ref_std, jnp.float32) * \
       jax.random.normal(jax.random.key(0), (4, d))
   opts = dict(precondition=False, L=math.sqrt(d) * float(np.sqrt(np.mean(check.ref_std ** 2))),
-              tuner="energy_quantile", energy_quantile=q, target_energy_var=1e-3, adapt_steps=steps * 3 // 4)
+              tuner="energy_quantile", energy_quantile=q, target_energy_var=1e-3, adapt_steps=steps * 3 // 4,
+              decay_steps=decay_steps, pool_chains=pool)
   finals = []
   for eps0 in (0.1 * base, 10.0 * base):
     eps, _ = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=eps0, **opts), check, starts, steps, 256)
     half = eps[:, steps * 3 // 8: steps * 3 // 4]
     assert np.max(half.max(1) / half.min(1)) < 2.0
     assert np.all(eps[:, -1] == eps[:, steps * 3 // 4 - 1])         # frozen for sampling
+    if pool:
+      assert np.all(eps == eps[:1])
     finals.append(eps[:, -1])
   np.testing.assert_allclose(np.median(finals[0]), np.median(finals[1]), rtol=0.3)
   fixed = float(np.median(np.concatenate(finals)))
   _, de = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=fixed, tuned=False,
-                                   **{k: v for k, v in opts.items() if k not in ("tuner", "adapt_steps")}),
+                                   **{k: v for k, v in opts.items()
+                                      if k not in ("tuner", "adapt_steps", "decay_steps", "pool_chains")}),
                      check, starts, 3000, 256)
   tau = float(adapt.energy_quantile_threshold(adapt.TunerConfig(energy_quantile=q, target_energy_var=1e-3)))
   frac = float(np.mean(de[:, 500:] ** 2 / d <= tau))
@@ -119,6 +137,26 @@ def test_minibatch_eps_does_not_drift():
   half = eps[:, steps // 2:]
   assert np.all(np.isfinite(eps))
   assert np.max(half.max(1) / half.min(1)) < 2.0
+
+
+def test_restarted_gain_stops_the_drift_of_the_decaying_gain():
+  """Minibatch linear regression with γ₀ = 0.5: under h25's gain γ₀h/t (still ≥ γ₀/2 at the end) the live ε moves
+  more than 2× over the second half; with the count restarted at h (t₀ = 50) it moves less than 2×, per chain and
+  with the signal pooled over the chains (which then share one ε)."""
+  check = checks.linear_regression(n=512, p=6, batch_size=32)
+  eps0 = 0.5 * float(check.ref_std.min()) * math.sqrt(6)
+  starts = jnp.asarray(check.ref_mean, jnp.float32) + 0.01 * jax.random.normal(jax.random.key(0), (4, 6))
+  steps = 4000
+  drift = {}
+  for t0, pool in ((0, False), (50, False), (50, True)):
+    eps, _ = _eps_trace(kernel.psmile(check.logdensity_fn, step_size=eps0, tuner="energy_quantile", adapt_steps=steps,
+                                      quantile_gain=0.5, decay_steps=t0, pool_chains=pool), check, starts, steps, 32)
+    half = eps[:, steps // 2:]
+    drift[t0, pool] = half.max(1) / half.min(1)
+    if pool:
+      assert np.all(eps == eps[:1])
+  assert np.max(drift[0, False]) > 2.0, drift
+  assert np.max(drift[50, False]) < 2.0 and np.max(drift[50, True]) < 2.0, drift
 
 
 def test_divergence_guard_reverts_and_costs_three_gradients():

@@ -115,10 +115,13 @@ def test_ref_protocol_options_reach_the_samplers():
   assert samplers.plans["psmile_ev"][2] == 3 and samplers.plans["smile_family"][2] == 2
 
 
-def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling():
+@pytest.mark.parametrize("pool", [False, True])
+def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling(pool):
   """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
-  constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step."""
-  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), num_samples=4, warmup_frac=0.5), toy_regression_splits()
+  constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step. With
+  `eq_pool_chains` the runner's named chain axis makes the chains share one ε; without it they differ."""
+  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), eq_decay_steps=20, eq_pool_chains=pool,
+                      num_samples=4, warmup_frac=0.5), toy_regression_splits()
   n = len(data["y_train"])
   samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
   assert samplers.plans["psmile_eq"][2] == 3
@@ -129,3 +132,4 @@ def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling():
   warm = np.asarray(res.warmup_step_size)
   assert np.any(warm != 1e-2)
   np.testing.assert_array_equal(np.asarray(res.step_size), warm[-1])
+  assert np.all(warm[:, 0] == warm[:, 1]) == pool
