@@ -18,6 +18,7 @@ AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Write
 (tables per setting, sign tests, relative gains) and ood_auroc.png.
 """
 
+import json
 import os
 import time
 from typing import Any, Mapping
@@ -33,7 +34,7 @@ from jaxml import core  # noqa: E402
 from jaxml.data import csbm, graph_shift, offline  # noqa: E402
 from jaxml.eviprobe import backbone as bb  # noqa: E402
 from jaxml.eviprobe import pipeline as pl  # noqa: E402
-from jaxml.metrics import ood  # noqa: E402
+from jaxml.metrics import ood, wilcoxon_paired  # noqa: E402
 
 DATASETS = ("cora_ml", "citeseer", "cora", "csbm", "npz")
 SETTINGS = ("loc", "normal", "bernoulli", "normal_isolated", "bernoulli_isolated")
@@ -190,6 +191,75 @@ def misc_choice(rows: list[dict]) -> tuple[str, str]:
   """(chosen misclassification read-out row, markdown table): the `misc_<read-out>` rows ranked by mean
   misclassification AUROC over every cell x split present (the validation benchmark's rule); ties keep the order."""
   return _rank(rows, list(pl.MISC_GRID), "misc_auroc", "misclassification read-out, misclassification AUROC", 2)
+
+
+def cell_verdict(rows: list[dict], baselines: tuple[str, ...], *, misc_band: float = 0.01) -> tuple[str, list[dict]]:
+  """Per dataset x setting cell: X-EviProbe against the best baseline (by mean over the cell's runs; GPN
+  included when listed) on OOD AUROC and on misclassification AUROC (each model on its own errors, spec §4),
+  and against GPN; mean ± s.e. over runs, the paired difference (matched on split and init) ± s.e., paired
+  t-test and Wilcoxon p where ≥ 5 pairs. Returns (markdown, one dict per cell). A cell is won on OOD when
+  the mean is ≥ the best baseline's, and met on misclassification when within `misc_band` of it."""
+  from scipy.stats import ttest_rel
+  def se(v):
+    return float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) >= 2 else float("nan")
+  def vs(c, other, metric):
+    a, b = report.paired(rows, OURS, other, metric, dataset=c)
+    d = np.subtract(a, b)
+    big = len(d) >= 5 and np.any(d != 0)
+    return dict(other=other, n=len(d), ours=float(np.mean(a)), ours_se=se(a), other_mean=float(np.mean(b)),
+                other_se=se(b), diff=float(np.mean(d)), diff_se=se(d), wins=int(np.sum(d > 0)), losses=int(np.sum(d < 0)),
+                t_p=float(ttest_rel(a, b).pvalue) if big else float("nan"),
+                wilcoxon_p=float(wilcoxon_paired(a, b)) if big else float("nan"))
+  def best(c, metric):
+    means = {m: np.mean(v) for m in baselines
+             if (v := [x for x in report._values(rows, m, c, metric) if x is not None])}
+    return max(means, key=means.get) if means else None
+  out, lines = [], ["| cell | runs | metric | X-EviProbe | best baseline | diff ± s.e. (W/L) | t-test p | Wilcoxon p "
+                    "| vs GPN: diff ± s.e. (W/L), t p |", "|---" * 9 + "|"]
+  cells = sorted({r["dataset"] for r in rows if r["method"] == OURS})
+  for c in cells:
+    res = {"cell": c}
+    for metric, name in (("ood_auroc", "OOD"), ("misc_auroc", "misc")):
+      b = best(c, metric)
+      if b is None or not report.paired(rows, OURS, b, metric, dataset=c)[0]:
+        continue
+      v = vs(c, b, metric)
+      g = vs(c, "gpn", metric) if "gpn" in baselines and report.paired(rows, OURS, "gpn", metric, dataset=c)[0] else None
+      res[metric], res[metric + "_gpn"] = v, g
+      gtxt = "–" if g is None else (f"{100 * g['diff']:+.2f} ± {100 * g['diff_se']:.2f} ({g['wins']}/{g['losses']}), "
+                                     f"{g['t_p']:.2g}")
+      lines.append(f"| {c} | {v['n']} | {name} | {100 * v['ours']:.2f} ± {100 * v['ours_se']:.2f} | {b} "
+                   f"{100 * v['other_mean']:.2f} ± {100 * v['other_se']:.2f} | {100 * v['diff']:+.2f} ± "
+                   f"{100 * v['diff_se']:.2f} ({v['wins']}/{v['losses']}) | {v['t_p']:.2g} | {v['wilcoxon_p']:.2g} | {gtxt} |")
+    res["ood_won"] = "ood_auroc" in res and res["ood_auroc"]["diff"] >= 0
+    res["misc_met"] = "misc_auroc" in res and res["misc_auroc"]["diff"] >= -misc_band
+    out.append(res)
+  won = sum(r["ood_won"] for r in out)
+  met, with_misc = sum(r["misc_met"] for r in out), sum("misc_auroc" in r for r in out)
+  text = ("\n### X-EviProbe vs the best baseline per cell (mean ± s.e. over runs; paired on split and init)\n\n"
+          + "\n".join(lines) + f"\n\nOOD AUROC ≥ the best baseline in {won} of {len(out)} cells; misclassification "
+          f"AUROC within {100 * misc_band:g} point of the best baseline in {met} of the {with_misc} cells that have it.\n")
+  return text, out
+
+
+def merge(workdirs: list[str], out: str, baselines: tuple[str, ...]) -> list[dict]:
+  """Concatenates the rows of several runs' results.json (each (method, cell, split, init) at most once),
+  writes <out>/results.json and <out>/summary.md (`summarise` + `cell_verdict`); returns the rows."""
+  rows, seen = [], set()
+  for w in workdirs:
+    with open(os.path.join(w, "results.json")) as f:
+      for r in json.load(f)["rows"]:
+        key = (r["method"], r["dataset"], r["split"], r["seed"])
+        if key in seen:
+          raise ValueError(f"{key} is in more than one of the merged runs")
+        seen.add(key)
+        rows.append(r)
+  os.makedirs(out, exist_ok=True)
+  common.write_json(os.path.join(out, "results.json"), {"experiment": "eviprobe_graphs", "merged_from": list(workdirs),
+                                                        "rows": rows})
+  with open(os.path.join(out, "summary.md"), "w") as f:
+    f.write(cell_verdict(rows, baselines)[0] + summarise(rows, out, baselines) + "\n")
+  return rows
 
 
 def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str:

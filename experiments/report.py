@@ -357,7 +357,7 @@ def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], set
         continue
       best = max(means, key=means.get)
       mine = _values(rows, ours, c, metric)
-      w, l_, p = wins_losses(mine, _values(rows, best, c, metric))
+      w, l_, p = wins_losses(*paired(rows, ours, best, metric, dataset=c))   # matched on (split, seed), not row order
       pooled_w, pooled_l = pooled_w + w, pooled_l + l_
       rel = (np.mean(mine) - means[best]) / means[best]
       gains.append((c, rel))

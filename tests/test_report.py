@@ -56,3 +56,14 @@ def test_best_by_picks_on_validation_and_paired_summary_counts_datasets():
   text = report.paired_summary(rows + best, "best", ("base",), "acc")
   assert "on 0 of 1 datasets" in text                               # mean 0.367 < 0.5
   assert "on 1 of 1 datasets" in report.paired_summary(rows + best, "best", ("base",), "acc", higher_is_better=False)
+
+
+def test_ours_vs_best_pairs_on_split_and_seed_not_row_order():
+  """The per-cell sign test matches runs on (split, seed): merged runs may list a baseline in another order or
+  without one of ours' runs. Ours wins on every split here; pairing by position would count losses."""
+  def row(method, split, seed, v):
+    return {"method": method, "dataset": "g:loc", "split": split, "seed": seed, "metrics": {"ood_auroc": v}, "cost": {}}
+  ours = [row("ours", s, i, 0.60 + 0.1 * s) for s in range(3) for i in range(2)]
+  base = [row("base", s, i, 0.55 + 0.1 * s) for s in reversed(range(3)) for i in (1, 0)][:-1]   # (0, 0) missing
+  text = report.ours_vs_best(ours + base, ours="ours", baselines=("base",), settings=("loc",))
+  assert "5 wins / 0 losses" in text

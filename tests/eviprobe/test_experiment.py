@@ -125,3 +125,33 @@ def test_misc_choice_ranks_readouts_by_mean_misc_auroc():
   assert best == "misc_msp" and "misc_msp **(chosen)**" in table and "80.00" in table and "grid_none" not in table
   assert eviprobe_graphs.misc_choice([row("xeviprobe", "loc", 1.0)]) == ("", "")
   assert set(cfg_module.MISC_GRID) == set(pl.MISC_GRID) <= set(cfg_module.get_config("validate").ablations)
+
+
+def test_cell_verdict_pairs_runs_and_counts_cells(tmp_path):
+  """cell_verdict: best baseline per cell by mean, paired difference on (split, init) with its s.e., the
+  t-test from 5 pairs, GPN compared separately, and the won / met counts; merge refuses a run twice."""
+  rng = np.random.default_rng(0)
+  rows = []
+  for s in range(5):
+    for i in range(2):
+      noise = rng.normal(0, 0.01)
+      for m, ood_v, misc_v in (("xeviprobe", 0.80 + noise, 0.85 + noise / 3), ("gpn", 0.78 + noise / 2, 0.87 + noise),
+                               ("msp", 0.70, 0.80), ("maha_q", 0.9 + noise / 2, None)):
+        met = {"ood_auroc": ood_v} | ({} if misc_v is None else {"misc_auroc": misc_v})
+        rows.append(common.row(method=m, dataset="g:loc", split=s, seed=i, metrics=met, cost={}))
+  rows.reverse()                                                      # order must not matter
+  text, cells = eviprobe_graphs.cell_verdict(rows, ("msp", "maha_q", "gpn"))
+  (c,) = cells
+  assert c["ood_auroc"]["other"] == "maha_q" and c["ood_auroc"]["n"] == 10
+  assert c["ood_auroc"]["losses"] == 10 and not c["ood_won"]
+  assert c["ood_auroc"]["t_p"] < 1e-6
+  assert c["ood_auroc_gpn"]["diff"] == pytest.approx(0.02, abs=0.01) and c["ood_auroc_gpn"]["wins"] == 10
+  assert c["misc_auroc"]["other"] == "gpn" and c["misc_auroc"]["diff"] == pytest.approx(-0.02, abs=0.01)
+  assert c["misc_met"] is False                       # −2 points: outside the 1-point band
+  assert eviprobe_graphs.cell_verdict(rows, ("msp",))[1][0]["misc_met"] is True
+  assert "OOD AUROC ≥ the best baseline in 0 of 1 cells" in text
+  for d in ("a", "b"):
+    os.makedirs(tmp_path / d)
+    common.write_json(str(tmp_path / d / "results.json"), {"rows": rows})
+  with pytest.raises(ValueError, match="more than one"):
+    eviprobe_graphs.merge([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "m"), ("msp", "gpn"))
