@@ -205,6 +205,31 @@ def write_json(path: str, obj: Any) -> None:
   os.replace(tmp, path)
 
 
+def read_runs(workdirs: Iterable[str], key: Callable[[dict], tuple], *, skip: Callable[[dict], bool] = lambda r: False,
+              fallback: str | None = None) -> tuple[list[dict], list[dict], list[str]]:
+  """The rows of several runs' results.json, for one merged report: (rows, each run's results dict, the
+  runs read from `fallback` because they have no results.json). Rows for which `skip` holds are dropped
+  (e.g. rows a report recomputes); a `key` seen in two runs is a ValueError, so a merge never counts a
+  cell twice."""
+  rows, results, unfinished, seen = [], [], [], set()
+  for w in workdirs:
+    path = os.path.join(w, "results.json")
+    if fallback is not None and not os.path.exists(path):
+      path = os.path.join(w, fallback)
+      unfinished.append(w)
+    with open(path) as f:
+      res = json.load(f)
+    results.append(res)
+    for r in res["rows"]:
+      if skip(r):
+        continue
+      if key(r) in seen:
+        raise ValueError(f"{w}: row {key(r)} is in more than one of the merged runs")
+      seen.add(key(r))
+      rows.append(r)
+  return rows, results, unfinished
+
+
 def lock_workdir(workdir: str) -> int:
   """Makes `workdir` this run's own: returns the descriptor of its held lock (keep it open).
 

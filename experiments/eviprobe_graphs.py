@@ -18,7 +18,6 @@ AUROC/AUPR, accuracy, ECE, Brier, and cost (fit/score wall seconds, warm). Write
 (tables per setting, sign tests, relative gains) and ood_auroc.png.
 """
 
-import json
 import os
 import time
 from typing import Any, Mapping
@@ -245,15 +244,7 @@ def cell_verdict(rows: list[dict], baselines: tuple[str, ...], *, misc_band: flo
 def merge(workdirs: list[str], out: str, baselines: tuple[str, ...]) -> list[dict]:
   """Concatenates the rows of several runs' results.json (each (method, cell, split, init) at most once),
   writes <out>/results.json and <out>/summary.md (`summarise` + `cell_verdict`); returns the rows."""
-  rows, seen = [], set()
-  for w in workdirs:
-    with open(os.path.join(w, "results.json")) as f:
-      for r in json.load(f)["rows"]:
-        key = (r["method"], r["dataset"], r["split"], r["seed"])
-        if key in seen:
-          raise ValueError(f"{key} is in more than one of the merged runs")
-        seen.add(key)
-        rows.append(r)
+  rows, _, _ = common.read_runs(workdirs, lambda r: (r["method"], r["dataset"], r["split"], r["seed"]))
   os.makedirs(out, exist_ok=True)
   common.write_json(os.path.join(out, "results.json"), {"experiment": "eviprobe_graphs", "merged_from": list(workdirs),
                                                         "rows": rows})

@@ -193,24 +193,16 @@ def merge(workdirs: list[str], workdir: str) -> list[dict]:
   """Rows of several runs' results.json as one run: the same summary.md and lppd_vs_peg.png as `run` (a panel per
   data set), and results.json (same schema; `sources` added; wall_s summed). A (method, dataset, split, seed) in
   two runs is an error."""
-  rows, seen, anchored, wall, env = [], set(), set(), 0.0, None
-  for w in workdirs:
-    with open(os.path.join(w, "results.json")) as f:
-      res = json.load(f)
+  rows, results, _ = common.read_runs(workdirs, lambda r: (r["method"], r["dataset"], r["split"], r["seed"]),
+                                      skip=lambda r: r["method"] in dict(_CHOSEN))
+  anchored = set()
+  for w, res in zip(workdirs, results):
     with open(os.path.join(w, "config.json")) as f:
       s = json.load(f)["smile"]
     if res.get("experiment") != "smile_uci" or s["protocol"] == "tfds":
       raise ValueError(f"{w}: not a smile_uci regression run")
     anchored |= {d for d in s["datasets"] if data_protocol(s["protocol"], d) == "smile"}
-    wall, env = wall + float(res["wall_s"]), env or res.get("env")
-    for r in res["rows"]:
-      if r["method"] in dict(_CHOSEN):
-        continue
-      key = (r["method"], r["dataset"], r["split"], r["seed"])
-      if key in seen:
-        raise ValueError(f"{w}: row {key} is also in an earlier run")
-      seen.add(key)
-      rows.append(r)
+  wall, env = sum(float(res["wall_s"]) for res in results), next((res["env"] for res in results if "env" in res), None)
   os.makedirs(workdir, exist_ok=True)
   rows = summarize(rows, workdir, anchored)
   common.write_json(os.path.join(workdir, "results.json"), {"experiment": "smile_uci", "preset": "merge",

@@ -13,7 +13,6 @@ gives the paper's columns and the forget accuracy per class next to the head's c
 (`jaxml.unlearning.report`).
 """
 
-import json
 import os
 import time
 from typing import Any
@@ -293,21 +292,9 @@ def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> li
 
     python -c "from experiments import unlearning as u; u.merge_runs(['runs/a', 'runs/b'], 'runs/ab')"
   """
-  rows, wall, seen, unfinished = [], 0.0, set(), []
-  for w in workdirs:
-    path = os.path.join(w, "results.json")
-    if not os.path.exists(path):
-      path = os.path.join(w, PARTIAL_ROWS)
-      unfinished.append(w)
-    with open(path) as f:
-      res = json.load(f)
-    for r in res["rows"]:
-      key = (r["dataset"], r["method"], r["seed"])
-      if key in seen:
-        raise ValueError(f"{key} is in more than one of {workdirs}")
-      seen.add(key)
-    rows += res["rows"]
-    wall += float(res.get("wall_s", 0.0))
+  rows, results, unfinished = common.read_runs(workdirs, lambda r: (r["dataset"], r["method"], r["seed"]),
+                                               fallback=PARTIAL_ROWS)
+  wall = sum(float(res.get("wall_s", 0.0)) for res in results)
   methods = list(dict.fromkeys(r["method"] for r in rows))
   methods = ["original", "retrain"] + [m for m in methods if m not in ("original", "retrain")]
   os.makedirs(out, exist_ok=True)

@@ -69,7 +69,7 @@ def test_merge_recomputes_choices_and_counts_paired_wins(tmp_path):
 def test_merge_rejects_a_row_in_two_runs(tmp_path):
   _fake_run(str(tmp_path / "a"), "yacht", (0, 1))
   _fake_run(str(tmp_path / "b"), "yacht", (1, 2))
-  with pytest.raises(ValueError, match="also in an earlier run"):
+  with pytest.raises(ValueError, match="more than one of the merged runs"):
     smile_uci.merge([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "out"))
 
 
