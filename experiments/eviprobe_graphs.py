@@ -33,7 +33,7 @@ from jaxml import core  # noqa: E402
 from jaxml.data import csbm, graph_shift, offline  # noqa: E402
 from jaxml.eviprobe import backbone as bb  # noqa: E402
 from jaxml.eviprobe import pipeline as pl  # noqa: E402
-from jaxml.metrics import ood, wilcoxon_paired  # noqa: E402
+from jaxml.metrics import ood  # noqa: E402
 
 DATASETS = ("cora_ml", "citeseer", "cora", "csbm", "npz")
 SETTINGS = ("loc", "normal", "bernoulli", "normal_isolated", "bernoulli_isolated")
@@ -199,16 +199,14 @@ def cell_verdict(rows: list[dict], baselines: tuple[str, ...], *, misc_band: flo
   t-test and Wilcoxon p where ≥ 5 pairs. Returns (markdown, one dict per cell). A cell is won on OOD when
   the mean is ≥ the best baseline's, and met on misclassification when within `misc_band` of it."""
   from scipy.stats import ttest_rel
-  def se(v):
-    return float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) >= 2 else float("nan")
   def vs(c, other, metric):
     a, b = report.paired(rows, OURS, other, metric, dataset=c)
-    d = np.subtract(a, b)
-    big = len(d) >= 5 and np.any(d != 0)
-    return dict(other=other, n=len(d), ours=float(np.mean(a)), ours_se=se(a), other_mean=float(np.mean(b)),
-                other_se=se(b), diff=float(np.mean(d)), diff_se=se(d), wins=int(np.sum(d > 0)), losses=int(np.sum(d < 0)),
-                t_p=float(ttest_rel(a, b).pvalue) if big else float("nan"),
-                wilcoxon_p=float(wilcoxon_paired(a, b)) if big else float("nan"))
+    cmp = report.compare(rows, OURS, other, metric, dataset=c)
+    big = len(a) >= 5 and cmp["wins"] + cmp["losses"] > 0
+    return dict(other=other, n=cmp["n"], ours=float(np.mean(a)), ours_se=report.std_err(a), other_mean=float(np.mean(b)),
+                other_se=report.std_err(b), diff=cmp["mean_diff"], diff_se=cmp["se_diff"], wins=cmp["wins"],
+                losses=cmp["losses"], t_p=float(ttest_rel(a, b).pvalue) if big else float("nan"),
+                wilcoxon_p=float(cmp["wilcoxon_p"]) if big else float("nan"))
   def best(c, metric):
     means = {m: np.mean(v) for m in baselines
              if (v := [x for x in report._values(rows, m, c, metric) if x is not None])}

@@ -64,6 +64,11 @@ def markdown_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> str
   return "\n".join(out) + "\n"
 
 
+def std_err(values: Sequence[float]) -> float:
+  """Standard error of the mean: sample std / sqrt(n); NaN below 2 values."""
+  return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) >= 2 else math.nan
+
+
 def fmt_mean_std(values: Iterable[float | None], digits: int | None = None, *, se: bool = False) -> str:
   """Mean ± std of the non-None values ("n/a" if none; the mean alone for one value); `se`: ± the standard
   error of the mean (sample std / sqrt(n)) instead."""
@@ -72,7 +77,7 @@ def fmt_mean_std(values: Iterable[float | None], digits: int | None = None, *, s
     return "n/a"
   m = float(np.mean(vals))
   d = digits if digits is not None else (4 if abs(m) < 10 else 2)
-  spread = float(np.std(vals, ddof=1) / np.sqrt(len(vals))) if se and len(vals) > 1 else float(np.std(vals))
+  spread = std_err(vals) if se and len(vals) > 1 else float(np.std(vals))
   return f"{m:.{d}f}" if len(vals) == 1 else f"{m:.{d}f} ± {spread:.{d}f}"
 
 
@@ -140,7 +145,7 @@ def compare(rows: list[dict], a: str, b: str, metric: str, *, higher_is_better: 
   st = sign_test(va, vb, higher_is_better=higher_is_better)
   d = np.subtract(va, vb)
   return {"n": len(va), "mean_diff": float(np.mean(d)) if va else math.nan,
-          "se_diff": float(np.std(d, ddof=1) / math.sqrt(d.size)) if d.size >= 2 else math.nan,
+          "se_diff": std_err(d),
           "wins": st.wins, "losses": st.losses, "ties": st.ties, "sign_p": st.p,
           "wilcoxon_p": wilcoxon_paired(va, vb) if len(va) >= 2 else math.nan}
 
@@ -247,7 +252,7 @@ def mean_se_table(rows: list[dict], methods: tuple[str, ...], cols: list[tuple[s
     m = float(np.mean(vals))
     text = f"{m:.3g}" if (abs(m) < 1e-2 or abs(m) >= 1e3) and m != 0 else f"{m:.3f}"
     if se and len(vals) > 1:
-      text += f" ± {float(np.std(vals, ddof=1) / np.sqrt(len(vals))):.3f}"
+      text += f" ± {std_err(vals):.3f}"
     return text
 
   for ds in dict.fromkeys(r["dataset"] for r in rows):
