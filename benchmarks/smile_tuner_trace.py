@@ -6,6 +6,7 @@ Trains the `ref` members, runs one tuned chain per member at the `ref` schedule 
 `--set key=value` overrides TunerConfig fields; `--clamp` turns the [0.1, 10] clamp on r on.
 
   python -m benchmarks.smile_tuner_trace [--dataset energy] [--eps0 1e-3] [--clamp] [--set quantile_gain=0.03]
+      [--preset uci11 --dataset naval --member_epochs 50] [--set pool_chains=1 --set pool_stat=midmean]
 """
 
 import argparse
@@ -23,6 +24,14 @@ from jaxml.data import offline
 from jaxml.smile import adaptation, api, chains, kernel, pipeline, targets
 
 
+def _value(text: str) -> float | str:
+  """A `--set` value: a number if it parses as one (booleans as 0 / 1), else the string (e.g. pool_stat=midmean)."""
+  try:
+    return float(text)
+  except ValueError:
+    return text
+
+
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("--dataset", default="energy")
@@ -31,10 +40,13 @@ def main() -> None:
   ap.add_argument("--eps0", type=float, default=1e-3)
   ap.add_argument("--clamp", action="store_true")
   ap.add_argument("--set", action="append", default=[])
+  ap.add_argument("--preset", default="ref", help="configs/smile_uci.py preset (ref or uci11)")
+  ap.add_argument("--member_epochs", type=int, default=0, help="> 0: member epochs (as uci11's reduced runs)")
   args = ap.parse_args()
-  over = {k: float(v) for k, v in (s.split("=") for s in args.set)}
-  config = smile_cfg.get_config(f"ref:datasets={args.dataset},splits={args.split},budget_scale={args.budget_scale},"
-                                "methods=de+psmile_eq")
+  over = {k: _value(v) for k, v in (s.split("=") for s in args.set)}
+  epochs = f",member_epochs={args.member_epochs}" if args.member_epochs else ""
+  config = smile_cfg.get_config(f"{args.preset}:datasets={args.dataset},splits={args.split},"
+                                f"budget_scale={args.budget_scale},methods=de+psmile_eq{epochs}")
   p = smile_uci.plan(config)
   s = pipeline._c(p.pipeline | {"protocol": p.protocols[args.dataset], "precond_clamp": args.clamp})
   data = offline.load_uci(args.dataset, args.split, protocol=s.protocol, root=p.data_dir)

@@ -89,6 +89,9 @@ def get_config(arg=None):
     # Chosen by h45 on energy split 1 (full budget; drift < 2 first, then validation LPPD; docs/results/smile.md):
     s.eq_decay_steps = 100       # t₀ of the second-half gain γ₀/(1 + (t − W/2)/t₀); 0: h25's γ₀ (W/2)/t
     s.eq_pool_chains = True      # True: one ε per ε₀ from the signal averaged over the chains
+    # h50 (same rule, docs/results/smile.md): "midmean" (the middle half of the chains by recent crossing rate) over
+    # "mean" (all chains): lower drift on naval, higher validation LPPD on energy and airfoil.
+    s.eq_pool_stat = "midmean"
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)

@@ -71,7 +71,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
-         (lambda m, reg: "psmile_eq" in m, ("eq_step_size", "eq_decay_steps", "eq_pool_chains")),
+         (lambda m, reg: "psmile_eq" in m, ("eq_step_size", "eq_decay_steps", "eq_pool_chains", "eq_pool_stat")),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
          (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
          (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),

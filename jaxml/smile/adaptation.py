@@ -34,7 +34,12 @@ within the second half); over that second half it averages log ε and at t = ada
 average (adapt_steps = 0: constant gain, never frozen). With pool_chains the per-chain signal
 1[x ≤ τ] − q is averaged over the chains that share ε₀ (they sample the same posterior) before it moves
 log ε, so those chains share one ε (a non-finite step in any of them halves it); this needs the chains
-vmapped with axis_name=CHAIN_AXIS (the chain runner does this). A non-finite step counts as x > τ and halves ε.
+vmapped with axis_name=CHAIN_AXIS (the chain runner does this). pool_stat="mean" averages the per-step signal
+over all of them, so ε sits where the *pooled* crossing rate is 1 − q: one chain with a heavy tail (UCI without
+the r clamp) pulls everyone's ε down. pool_stat="midmean" is robust to such chains: each chain keeps an EMA of its
+own signal over pool_window steps (state.std, i.e. its recent crossing rate), and only the chains whose EMA ranks
+in the middle half of the pool contribute their per-step signal and non-finite flag (the per-step signal, not the
+EMA, moves log ε, so the rule has no extra lag). A non-finite step counts as x > τ and halves ε.
 A step with x > divergence_factor · τ is a divergence: it is reverted like a reset of the "ref" rule
 (θ, ℓ, g restored, u zeroed; the preconditioner does not see its gradient), in every phase. Without
 this guard a catastrophic step (x ~ 1e10 on UCI without the r clamp) feeds its gradient into the
@@ -54,7 +59,7 @@ from jax.scipy.special import ndtri
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
     "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
-    "precond_inverse_mass", "mile_warmup", "CHAIN_AXIS", "pool_over_chains",
+    "precond_inverse_mass", "mile_warmup", "CHAIN_AXIS", "POOL_STATS", "pool_over_chains",
 ]
 
 CHAIN_AXIS = "chains"   # vmap axis name of the chains in `chains.make_chain_runner` (read by pool_chains)
@@ -80,6 +85,8 @@ class TunerConfig(NamedTuple):
   adapt_steps: int = 0            # energy_quantile: tuning steps, then ε frozen at the average (0: never)
   decay_steps: int = 0            # energy_quantile: t₀ of the gain γ₀/(1 + (t − h)/t₀) after h = adapt_steps/2 (0: γ₀h/t)
   pool_chains: bool = False       # energy_quantile: one ε per ε₀ from the chain-averaged signal (needs CHAIN_AXIS)
+  pool_stat: str = "mean"         # energy_quantile pooled: "mean" over all chains or "midmean" (middle half by EMA)
+  pool_window: float = 200.0      # energy_quantile, pool_stat="midmean": EMA length (steps) of each chain's signal
   resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
   divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
   nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
@@ -171,10 +178,25 @@ def energy_quantile_threshold(cfg: TunerConfig) -> jax.Array:
   return cfg.target_energy_var * z ** 2
 
 
-def pool_over_chains(value: jax.Array, key: jax.Array) -> jax.Array:
-  """Mean of a per-chain scalar over the chains (vmap axis CHAIN_AXIS) whose `key` [k] equals this chain's."""
+POOL_STATS = ("mean", "midmean")
+
+
+def pool_over_chains(value: jax.Array, key: jax.Array, rank_by: jax.Array | None = None) -> jax.Array:
+  """Mean of a per-chain scalar over the chains (vmap axis CHAIN_AXIS) whose `key` [k] equals this chain's.
+
+  With `rank_by` (a per-chain score) only the chains whose score ranks in the middle half of that group count
+  (ranks ⌊n/4⌋ … n − 1 − ⌊n/4⌋ of n, ties by chain order; the midmean): up to a quarter of the chains on either
+  side, e.g. one with a heavy-tailed energy error, then do not move the pooled value.
+  """
   values, keys = jax.lax.all_gather(value, CHAIN_AXIS), jax.lax.all_gather(key, CHAIN_AXIS)
   same = jnp.all(keys == key, axis=-1)
+  if rank_by is not None:
+    scores = jax.lax.all_gather(rank_by, CHAIN_AXIS)
+    group = jnp.all(keys[:, None, :] == keys[None, :, :], axis=-1)            # [C, C] same key
+    order = jnp.arange(scores.shape[0])
+    below = (scores[None, :] < scores[:, None]) | ((scores[None, :] == scores[:, None]) & (order[None, :] < order[:, None]))
+    rank, n = jnp.sum(group & below, axis=1), jnp.sum(group, axis=1)
+    same = same & (rank >= n // 4) & (rank < n - n // 4)
   return jnp.sum(jnp.where(same, values, 0.0)) / jnp.sum(same)
 
 
@@ -183,10 +205,12 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
                            logdensity_scale: jax.Array | float = 0.0,
                            pool_key: jax.Array | None = None) -> tuple[jax.Array, TunerState]:
   """The "energy_quantile" rule: (ε, state) after one step; state.mean holds the running average of log ε
-  over the averaging half (t > adapt_steps / 2), state.std is unused, state.t counts steps from 1.
+  over the averaging half (t > adapt_steps / 2), state.std this chain's EMA of its signal (only with
+  pool_stat="midmean"), state.t counts steps from 1.
 
-  With `cfg.pool_chains` the signal and the non-finite flag are averaged over the chains with the same
-  `pool_key` (float [k], e.g. (ε₀, variant)) along CHAIN_AXIS (see `pool_over_chains`).
+  With `cfg.pool_chains` the signal and the non-finite flag are pooled over the chains with the same
+  `pool_key` (float [k], e.g. (ε₀, variant)) along CHAIN_AXIS (see `pool_over_chains`): over all of
+  them, or (pool_stat="midmean") over the middle half ranked by each chain's EMA of its signal.
   """
   t = state.t
   horizon = cfg.adapt_steps
@@ -196,10 +220,14 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
   # |ΔE| within `resolution_ulps` float32 ulps of |ℓ| is rounding, not integration error: no evidence to grow ε.
   resolved = jnp.abs(energy_change) > cfg.resolution_ulps * 2.0 ** -23 * logdensity_scale
   signal = jnp.where(below, resolved * (1.0 - cfg.energy_quantile), -cfg.energy_quantile)
+  smoothed = state.std
   if cfg.pool_chains:
     key = jnp.atleast_1d(jnp.asarray(initial_step_size if pool_key is None else pool_key, jnp.float32))
-    signal = pool_over_chains(signal, key)
-    nonfinite = pool_over_chains(nonfinite.astype(jnp.float32), key) > 0
+    rank_by = None
+    if cfg.pool_stat == "midmean":   # rank the chains by their own recent crossing-rate signal
+      smoothed = rank_by = state.std + (signal - state.std) / cfg.pool_window
+    signal = pool_over_chains(signal, key, rank_by)
+    nonfinite = pool_over_chains(nonfinite.astype(jnp.float32), key, rank_by) > 0
   if horizon <= 0:
     decay = 1.0
   elif cfg.decay_steps > 0:   # Robbins–Monro count restarted at h: γ₀ / (1 + (t − h)/t₀)
@@ -211,12 +239,13 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
   lo = jnp.log(jnp.maximum(cfg.eps_min, cfg.eps_floor_frac * initial_step_size))
   log_eps = jnp.clip(log_eps, lo, jnp.log(cfg.eps_max))
   if horizon <= 0:
-    return jnp.exp(log_eps), state._replace(t=t + 1)
+    return jnp.exp(log_eps), state._replace(std=smoothed.astype(jnp.float32), t=t + 1)
   averaging = tf > half
   avg = jnp.where(averaging, state.mean + (log_eps - state.mean) / jnp.maximum(tf - half, 1.0), log_eps)
   adapting = t <= horizon
   eps = jnp.where(adapting, jnp.where(t == horizon, jnp.exp(avg), jnp.exp(log_eps)), step_size)
-  new = TunerState(mean=jnp.where(adapting, avg, state.mean).astype(jnp.float32), std=state.std, t=t + 1)
+  new = TunerState(mean=jnp.where(adapting, avg, state.mean).astype(jnp.float32), std=smoothed.astype(jnp.float32),
+                   t=t + 1)
   return eps.astype(jnp.float32), new
 
 

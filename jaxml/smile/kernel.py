@@ -142,6 +142,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   dynamic = precondition is None or tuned is None
   if tuner.tuner not in TUNERS:
     raise ValueError(f"tuner must be one of {TUNERS}, got {tuner.tuner!r}")
+  if tuner.pool_stat not in adapt.POOL_STATS:
+    raise ValueError(f"pool_stat must be one of {adapt.POOL_STATS}, got {tuner.pool_stat!r}")
   same_batch_tuner = (dynamic or tuned) and tuner.tuner in ("energy_var", "energy_quantile")
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
@@ -268,7 +270,8 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       `tuner="energy_quantile"` the Robbins–Monro quantile tracker on the same signal; give it
       `adapt_steps` (the warmup length) so that ε is averaged and frozen, `decay_steps` for the
       restarted gain of the second half and `pool_chains=True` for one ε per ε₀ over the chains
-      (then vmap the step with axis_name=adaptation.CHAIN_AXIS, as the chain runner does; see `adaptation`).
+      (then vmap the step with axis_name=adaptation.CHAIN_AXIS, as the chain runner does; see `adaptation`),
+      `pool_stat="midmean"` to pool robustly to chains with heavy-tailed energy errors.
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
   """

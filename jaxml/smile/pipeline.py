@@ -236,13 +236,20 @@ def _smile_options(cfg: Any) -> dict:
           "nonfinite_halving": bool(cfg.get("nonfinite_halving", True))}
 
 
+def _eq_pool_stat(cfg: Any) -> dict:
+  """`eq_pool_stat` ("mean" / "midmean", see `adaptation`) when the config sets it; else the TunerConfig default."""
+  stat = cfg.get("eq_pool_stat")
+  return {} if stat is None else {"pool_stat": str(stat)}
+
+
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
   """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
 
   `psmile_ev`: tuned pSMILE with the absolute-target tuner (`tuner="energy_var"`, 3 batch gradients
   per step) from one ε₀ (`ev_step_size`). `psmile_eq`: tuned pSMILE with `tuner="energy_quantile"`
   (3 batch gradients per step) from one ε₀ (`eq_step_size`), tuned over the `warmup_steps` and frozen;
-  `eq_decay_steps` is the t₀ of its second-half gain (0: γ₀h/t), `eq_pool_chains` pools its signal over chains.
+  `eq_decay_steps` is the t₀ of its second-half gain (0: γ₀h/t), `eq_pool_chains` pools its signal over chains
+  (`eq_pool_stat`: over all chains or the robust midmean).
   """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
@@ -256,7 +263,8 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
   if group == "psmile_eq":
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_quantile",
                                                    adapt_steps=int(warmup_steps), decay_steps=int(cfg.eq_decay_steps),
-                                                   pool_chains=bool(cfg.eq_pool_chains), **_smile_options(cfg)))
+                                                   pool_chains=bool(cfg.eq_pool_chains), **_eq_pool_stat(cfg),
+                                                   **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":

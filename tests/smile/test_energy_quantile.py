@@ -173,3 +173,70 @@ def test_divergence_guard_reverts_and_costs_three_gradients():
   calm = kernel.psmile(f, step_size=1e-3, tuner="energy_quantile", precondition=False)
   _, info = calm.step(jax.random.key(1), calm.init(pos, check.data, jax.random.key(0)), check.data)
   assert not bool(info.reset)
+
+
+def test_pool_over_chains_midmean_within_equal_keys_only():
+  """rank_by keeps the middle half of each key group (ranks ⌊n/4⌋ … n − 1 − ⌊n/4⌋): of 4 chains the middle 2, of
+  5 the middle 3; the outlying values do not count."""
+  values = jnp.asarray([1.0, 2.0, 3.0, 100.0, 10.0, 20.0, 30.0, 40.0, -500.0])
+  keys = jnp.asarray([[1.0]] * 4 + [[2.0]] * 5)
+  score = jnp.asarray([0.1, 0.2, 0.3, 0.9, 0.4, 0.5, 0.6, 0.7, 0.0])     # ranks: 0 1 2 3 | 1 2 3 4 0
+  pooled = jax.vmap(adapt.pool_over_chains, axis_name=adapt.CHAIN_AXIS)(values, keys, score)
+  np.testing.assert_allclose(pooled, [2.5] * 4 + [20.0] * 5)
+
+
+def _pooled_eps(stat, *, heavy, steps=6000, chains=5, eps_star=0.01):
+  """ε of `chains` pooled chains whose ΔE²/d = (ε/ε*)⁶ · target · χ²₁ (so P(x ≤ τ) = q exactly at ε = ε*); with
+  `heavy`, chain 0's error is 1e3 · target (≫ τ) on a random 60 % of its steps, whatever ε (a heavy tail)."""
+  cfg = adapt.TunerConfig(tuner="energy_quantile", energy_quantile=0.9, target_energy_var=1e-3, quantile_gain=0.1,
+                          pool_chains=True, pool_stat=stat, pool_window=100.0, eps_floor_frac=1e-3)
+
+  def one(key, bad):
+    def body(carry, k):
+      eps, state = carry
+      kz, kb = jax.random.split(k)
+      x = (eps / eps_star) ** 6 * cfg.target_energy_var * jax.random.normal(kz) ** 2
+      x = jnp.where(bad & (jax.random.uniform(kb) < 0.6), 1e3 * cfg.target_energy_var, x)
+      eps, state = adapt.energy_quantile_update(eps, jnp.sqrt(x), 1, state, cfg, jnp.float32(0.1 * eps_star),
+                                                jnp.bool_(False))
+      return (eps, state), eps
+
+    return jax.lax.scan(body, (jnp.float32(0.1 * eps_star), adapt.tuner_init()), jax.random.split(key, steps))[1]
+
+  bad = jnp.arange(chains) == 0 if heavy else jnp.zeros((chains,), bool)
+  eps = jax.jit(jax.vmap(one, axis_name=adapt.CHAIN_AXIS))(jax.random.split(jax.random.key(0), chains), bad)
+  return np.asarray(eps)
+
+
+def test_midmean_pooling_ignores_one_heavy_tailed_chain():
+  """One of five pooled chains with a heavy-tailed energy error (60 % of its steps far above τ at any ε) does not
+  move the midmean-pooled ε (it settles at ε*, where the other chains cross τ at rate 1 − q, as without that
+  chain), while the mean-pooled ε is pulled ≥ 3× below ε* by it (to the floor: that chain alone crosses τ more
+  often than 5(1 − q)). Pooled chains share one ε either way."""
+  eps_star = 0.01
+  late = slice(4000, None)
+  runs = {(stat, heavy): _pooled_eps(stat, heavy=heavy) for stat in adapt.POOL_STATS for heavy in (False, True)}
+  for eps in runs.values():
+    assert np.all(eps == eps[:1])
+  geo = {k: float(np.exp(np.mean(np.log(v[0, late])))) for k, v in runs.items()}
+  for k in (("midmean", False), ("midmean", True), ("mean", False)):
+    np.testing.assert_allclose(geo[k], eps_star, rtol=0.15, err_msg=str(geo))
+  assert geo["mean", True] < eps_star / 3, geo
+
+
+def test_midmean_pooling_halves_only_for_a_non_finite_step_in_the_middle_half():
+  """A non-finite step halves the shared ε under "mean" pooling whichever chain had it; under "midmean" only if
+  that chain ranks in the middle half by its recent signal (here: ranked by the EMA in state.std)."""
+  ema = jnp.asarray([-0.5, 0.0, 0.001, 0.002, 0.003])      # chain 0 crossed often recently: outside the middle half
+  state = adapt.TunerState(jnp.zeros(5), ema, jnp.full((5,), 5, jnp.int32))
+
+  def eps_after(stat, flags):
+    cfg = adapt.TunerConfig(tuner="energy_quantile", energy_quantile=0.9, target_energy_var=1.0, pool_chains=True,
+                            pool_stat=stat)
+    return np.asarray(jax.vmap(lambda s, f: adapt.energy_quantile_update(jnp.float32(0.1), jnp.float32(0.1), 1, s,
+                                                                         cfg, jnp.float32(0.1), f)[0],
+                               axis_name=adapt.CHAIN_AXIS)(state, jnp.asarray(flags)))
+
+  np.testing.assert_allclose(eps_after("mean", [True, False, False, False, False]), 0.05, rtol=1e-6)
+  assert np.all(eps_after("midmean", [True, False, False, False, False]) > 0.09)
+  np.testing.assert_allclose(eps_after("midmean", [False, False, True, False, False]), 0.05, rtol=1e-6)

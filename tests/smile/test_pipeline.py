@@ -115,13 +115,14 @@ def test_ref_protocol_options_reach_the_samplers():
   assert samplers.plans["psmile_ev"][2] == 3 and samplers.plans["smile_family"][2] == 2
 
 
-@pytest.mark.parametrize("pool", [False, True])
-def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling(pool):
+@pytest.mark.parametrize("pool,stat", [(False, "mean"), (True, "mean"), (True, "midmean")])
+def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling(pool, stat):
   """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
   constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step. With
-  `eq_pool_chains` the runner's named chain axis makes the chains share one ε; without it they differ."""
+  `eq_pool_chains` the runner's named chain axis makes the chains share one ε (by either `eq_pool_stat`);
+  without it they differ."""
   cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), eq_decay_steps=20, eq_pool_chains=pool,
-                      num_samples=4, warmup_frac=0.5), toy_regression_splits()
+                      eq_pool_stat=stat, num_samples=4, warmup_frac=0.5), toy_regression_splits()
   n = len(data["y_train"])
   samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
   assert samplers.plans["psmile_eq"][2] == 3
