@@ -102,15 +102,14 @@ def main() -> None:
       sc = pipeline._c(s._cfg | {"precond_clamp": clamp})
       samplers = smile.make_samplers(sc, data_size=n, budget_epochs=1.0, mclmc_native=p.mclmc_native[args.dataset])
       groups = samplers.groups if clamp == clamps[0] else ("smile_family",)
-      jobs += [(samplers, g, " +clamp" if clamp else "") for g in groups]
+      jobs += [(samplers, sc, g, " +clamp" if clamp else "") for g in groups]
     key = jax.random.key(p.seed * 7919 + split)
-    for samplers, group, tag in jobs:
+    for samplers, sc, group, tag in jobs:
       gkey = pipeline.group_key(key, group)
       t1 = time.perf_counter()
       if group == "smile_family":
         methods, combos, _ = samplers.plans[group]
-        hypers = {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k),
-                  "variant": jnp.repeat(jnp.asarray([pipeline.SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)}
+        hypers = pipeline.family_hypers(sc, combos, k)
         res = samplers.runners[group](jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members), train,
                                       gkey, hypers, pipeline.combo_chain_ids(combos, k))
         parts = [(f"{m} eps {e:g}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
