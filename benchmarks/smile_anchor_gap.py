@@ -8,6 +8,11 @@ median chain), and the test points that cost most. Split schemes:
   authors  the authors' split of seed s (`smile.authors_row_order` into `offline.load_uci(row_order=...)`: their jax
            permutation, 70/10/20, whole-table standardisation, test rows cut to a multiple of b).
 Saves the per-chain, per-point log predictive densities to `--out` (npz) for offline analysis.
+`--preset uci11` runs a set on its own protocol (the 20-split sets: scheme `ours`, splits from 0), e.g. yacht at h47's
+reduced `uci11` settings:
+
+  python -m benchmarks.smile_anchor_gap --preset uci11 --dataset yacht --runs ours:0 --budget_scale 0.02 \
+      --member_epochs 50 --methods smile_naive+psmile_naive+psmile_clamp --smile_eps 1e-2+3e-2+1e-1
 
   python -m benchmarks.smile_anchor_gap --dataset energy --budget_scale 0.2 --runs ours:1 authors:1
   python -m benchmarks.smile_anchor_gap --budget_scale 1.0 --runs ours:1 --methods psmile_naive+mclmc_native \
@@ -51,7 +56,9 @@ def report(name: str, lpd: np.ndarray, mu_mean: np.ndarray, y: np.ndarray, log_s
   point = np.asarray(logsumexp(jnp.asarray(lpd), axis=0)) - np.log(lpd.shape[0])
   worst = np.argsort(point)[:5]
   print(f"  {name}: LPPD {mix:.3f} RMSE {np.sqrt(np.mean((mu_mean - y) ** 2)):.4f} | per-chain LPPD "
-        f"{np.array2string(per_chain, precision=2)} | final log sigma {np.array2string(log_sigma, precision=2)}")
+        f"{np.array2string(per_chain, precision=2)} | log sigma (std units, chain mean) first kept "
+        f"{float(np.mean(log_sigma[:, 0])):.2f} -> last {float(np.mean(log_sigma[:, -1])):.2f}, per chain last "
+        f"{np.array2string(log_sigma[:, -1], precision=2)}")
   print(f"    without the {int((~ok).sum())} chain(s) > {bad} below the median chain: LPPD "
         f"{mixture_lppd(lpd[ok]):.3f} | worst 5 test points log p {np.array2string(point[worst], precision=2)} "
         f"(share of the LPPD sum below the median point: {np.sum(np.minimum(point - np.median(point), 0)) / len(y):.3f})")
@@ -62,6 +69,8 @@ def report(name: str, lpd: np.ndarray, mu_mean: np.ndarray, y: np.ndarray, log_s
 
 def main() -> None:
   ap = argparse.ArgumentParser()
+  ap.add_argument("--preset", choices=("ref", "uci11"), default="ref")
+  ap.add_argument("--member_epochs", type=int, default=0, help="0: the preset's")
   ap.add_argument("--dataset", default="energy")
   ap.add_argument("--budget_scale", type=float, default=0.2)
   ap.add_argument("--runs", nargs="+", default=["ours:1", "authors:1"])
@@ -72,17 +81,19 @@ def main() -> None:
   ap.add_argument("--clamp", choices=("off", "on", "both"), default="off",
                   help="the [0.1, 10] clamp on the preconditioner ratio r (ref: off)")
   args = ap.parse_args()
-  config = smile_cfg.get_config(f"ref:datasets={args.dataset},splits=1,budget_scale={args.budget_scale},"
-                                f"methods={args.methods}")
+  config = smile_cfg.get_config(f"{args.preset}:datasets={args.dataset},splits=1,budget_scale={args.budget_scale},"
+                                f"methods={args.methods},member_epochs={args.member_epochs}")
   p = smile_uci.plan(config)
-  s = p.pipeline | {"protocol": "smile"}
+  s = p.pipeline | {"protocol": p.protocols[args.dataset]}
   if args.smile_eps:
     s["smile_step_size"] = tuple(float(e) for e in args.smile_eps.split("+"))
   s = pipeline._c(s)
   saved = {}
   for scheme, split in ((a.split(":")[0], int(a.split(":")[1])) for a in args.runs):
     t0 = time.perf_counter()
-    data = (offline.load_uci(args.dataset, split, protocol="smile") if scheme == "ours" else
+    if scheme == "authors" and s.protocol != "smile":
+      raise ValueError(f"{args.dataset}: the authors' splits exist only for the 70/10/20 sets")
+    data = (offline.load_uci(args.dataset, split, protocol=s.protocol) if scheme == "ours" else
             offline.load_uci(args.dataset, split, protocol="smile", test_batch=int(s.batch_size),
                              row_order=lambda n: smile.authors_row_order(split, n)))
     n = len(data["y_train"])
@@ -102,15 +113,14 @@ def main() -> None:
       sc = pipeline._c(s._cfg | {"precond_clamp": clamp})
       samplers = smile.make_samplers(sc, data_size=n, budget_epochs=1.0, mclmc_native=p.mclmc_native[args.dataset])
       groups = samplers.groups if clamp == clamps[0] else ("smile_family",)
-      jobs += [(samplers, g, " +clamp" if clamp else "") for g in groups]
+      jobs += [(samplers, sc, g, " +clamp" if clamp else "") for g in groups]
     key = jax.random.key(p.seed * 7919 + split)
-    for samplers, group, tag in jobs:
+    for samplers, sc, group, tag in jobs:
       gkey = pipeline.group_key(key, group)
       t1 = time.perf_counter()
       if group == "smile_family":
         methods, combos, _ = samplers.plans[group]
-        hypers = {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k),
-                  "variant": jnp.repeat(jnp.asarray([pipeline.SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)}
+        hypers = pipeline.family_hypers(sc, combos, k)
         res = samplers.runners[group](jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members), train,
                                       gkey, hypers, pipeline.combo_chain_ids(combos, k))
         parts = [(f"{m} eps {e:g}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
@@ -126,7 +136,7 @@ def main() -> None:
         for part in ("valid", "test"):
           mu, ls = (np.asarray(a)[:, np.asarray(res.keep, bool)]
                     for a in samplers.predict(pos, jnp.asarray(data[f"x_{part}"])))
-          out[part] = (chain_point_lpd(mu, ls, data[f"y_{part}"]), mu.mean((0, 1)), ls[:, -1, 0])
+          out[part] = (chain_point_lpd(mu, ls, data[f"y_{part}"]), mu.mean((0, 1)), ls[:, :, 0])
         print(f"  [{label}] valid LPPD {mixture_lppd(out['valid'][0]):.3f}")
         report(label, out["test"][0], out["test"][1], data["y_test"], out["test"][2], args.bad, out["valid"][0])
         saved[f"{scheme}{split}/{label}"] = out["test"][0]

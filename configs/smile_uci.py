@@ -10,7 +10,9 @@ Presets
   smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (CI, < 1 min).
   ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members
          (σ = 1 loss, 200 epochs), 10 chains x (50k warmup + 10k sampling) SMILE steps, thin 10, ε grid by
-         validation LPPD, likelihood scale ⌊N/b⌋, no r clamp, no ε-halving (non-finite steps counted),
+         validation LPPD, likelihood scale ⌊N/b⌋, no r clamp (`precond_clamp=False`; method `psmile_clamp` =
+         pSMILE-naive with the [0.1, 10] clamp on r, the issue's ablation, run beside it and chosen like the other
+         pSMILE variants), no ε-halving (non-finite steps counted),
          the authors' splits of seeds 1-3 (split_source="authors"; "files" = our fixed index_smile_* splits);
          baselines at equal PEG, full-batch MCLMC at 50k + 10k steps. `budget_scale=x` scales the steps
          (CPU reductions), e.g. configs/smile_uci.py:ref:datasets=energy,splits=1,budget_scale=0.1
@@ -40,8 +42,8 @@ ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "s
                "mclmc_native")
 # `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (three tuners: ref, energy_var,
 # energy_quantile) beside it.
-REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
-               "mclmc_native")
+REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld",
+               "sghmc", "mclmc_native")
 REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
 
 
@@ -75,7 +77,7 @@ def get_config(arg=None):
   warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
   s.warmup_frac = 1.0 / 3.0 if paper else warm_steps / (warm_steps + sample_steps) if ref else 0.5
   s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[table]   # kept/chain
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}:
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
     s.p_reset = 0.98
@@ -130,11 +132,13 @@ def get_config(arg=None):
   s.budget_steps = warm_steps + sample_steps if ref else 0
   s.epoch_wise_sampling = False         # True: budget_steps counts epochs (authors' grid; 2-47x the steps)
   s.likelihood_scale = "floor" if ref else "ratio"   # floor: ⌊N/b⌋ (authors), ratio: N/b
-  s.precond_clamp = not ref             # pSMILE r clamped to [0.1, 10] (ours; the authors have no clamp)
+  # pSMILE r clamped to PrecondConfig's [0.1, 10] (ours; the authors have no clamp) in every SMILE method; ref: off,
+  # and `psmile_clamp` (clamp on) is the ablation beside psmile_naive (an error with precond_clamp=True: a copy).
+  s.precond_clamp = not ref
   s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_clamp"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:

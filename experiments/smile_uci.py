@@ -50,13 +50,13 @@ class Plan(NamedTuple):
   num_data: int
 
 
-_SMILE = {"smile_naive", "smile", "psmile_naive", "psmile"}
+_SMILE = {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}     # the `smile_family` group
 _ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
-_PSMILE = {"psmile_naive", "psmile", "psmile_ev", "psmile_eq"}
+_PSMILE = {"psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_clamp"}
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.
 _CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))
-_OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile")   # compared with the SG-MCMC baselines
+_OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile_clamp", "psmile")   # compared with the SG-MCMC baselines
 _BASELINES = ("sgld", "sghmc", "csgld")                            # equal per-example gradients
 _COLS = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
          ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),

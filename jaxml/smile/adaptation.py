@@ -13,7 +13,7 @@ approximation  Q(p) = k θ (1 − 1/(9k) + z_p / (3√k))³,  z_p = Φ⁻¹(p).
 The pSMILE preconditioner estimates the per-coordinate standard deviation of the minibatch
 gradient with the running noise estimator of scale-adapted SGHMC,
 m ← (1−ρ) m + ρ g,  w ← max((1−ρ) w + ρ (g − m)², 1e-7),  and scales the velocity with
-c = 1 / r,  r = q / rms(q),  q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max], so that
+c = 1 / r,  r = q / rms(q),  q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max] (kernels' `clamp`), so that
 c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
 
 `TunerConfig.tuner` picks the step-size rule: "ref" is the authors' Gamma-quantile rule above
@@ -276,11 +276,13 @@ def precond_update(state: PrecondState, grad: jax.Array, cfg: PrecondConfig) -> 
   return PrecondState(grad_mean=mean, grad_var=var)
 
 
-def precond_inverse_mass(state: PrecondState, cfg: PrecondConfig) -> jax.Array:
-  """[d] inverse mass matrix c² = 1/r², r = clamp(q / rms(q)), q = clip(√w)."""
+def precond_inverse_mass(state: PrecondState, cfg: PrecondConfig, clamp: bool | jax.Array = True) -> jax.Array:
+  """[d] inverse mass matrix c² = 1/r², r = q / rms(q) clamped to [r_min, r_max] when `clamp` (a bool or a
+  traced per-chain bool), q = clip(√w)."""
   q = jnp.clip(jnp.sqrt(state.grad_var), cfg.q_min, cfg.q_max)
   r = q / jnp.sqrt(jnp.mean(q ** 2))
-  r = jnp.clip(r, cfg.r_min, cfg.r_max)
+  clipped = jnp.clip(r, cfg.r_min, cfg.r_max)
+  r = (clipped if clamp else r) if isinstance(clamp, bool) else jnp.where(clamp, clipped, r)
   return 1.0 / r ** 2
 
 

@@ -59,7 +59,7 @@ def peg_per_step(grads_per_step: int, batch_size: int) -> int:
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
   """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner.
 
-  hyper may hold "step_size" (ε₀) and "variant" (bool [2], only for `smile_family`).
+  hyper may hold "step_size" (ε₀), "variant" (bool [2]) and "clamp" (bool; both only for `smile_family`).
   """
 
   def init(position, minibatch, rng, hyper):
@@ -69,6 +69,8 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
       state = state._replace(step_size=eps, initial_step_size=eps)
     if "variant" in hyper:
       state = state._replace(variant=jnp.asarray(hyper["variant"], bool))
+    if "clamp" in hyper:
+      state = state._replace(clamp=jnp.asarray(hyper["clamp"], bool))
     return state
 
   def step(rng, state, minibatch, t):

@@ -48,6 +48,7 @@ class SmileState(NamedTuple):
   tuner: adapt.TunerState
   precond: adapt.PrecondState
   variant: jax.Array              # bool [2]: (preconditioned, tuned); read only by `smile_family`
+  clamp: jax.Array                # bool: r clamped to the PrecondConfig's [r_min, r_max]; read only by `smile_family`
 
   @property
   def position(self) -> Any:
@@ -133,8 +134,9 @@ def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matr
 
 def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array, L: float | jax.Array,
            precondition: bool | None, tuned: bool | None, tuner: adapt.TunerConfig, precond: adapt.PrecondConfig,
-           same_batch_energy: bool) -> Sampler:
-  """precondition / tuned = None: read per chain from `state.variant` (one compile for all variants).
+           clamp: bool, same_batch_energy: bool) -> Sampler:
+  """precondition / tuned = None: read per chain from `state.variant` (one compile for all variants); the
+  r clamp is then read per chain from `state.clamp` (`clamp` is its initial value), else `clamp` itself.
 
   `step_size` and `L` may be traced arrays: a sampler built inside `jax.vmap` over a grid of ε₀
   (or L) compiles once for the whole grid.
@@ -156,7 +158,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     variant = jnp.array([True if precondition is None else precondition, True if tuned is None else tuned])
     eps0 = jnp.asarray(step_size, jnp.float32)
     return SmileState(integrator=state, step_size=eps0, initial_step_size=eps0, tuner=adapt.tuner_init(),
-                      precond=adapt.precond_init(dim), variant=variant)
+                      precond=adapt.precond_init(dim), variant=variant, clamp=jnp.asarray(clamp, bool))
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
     # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
@@ -173,9 +175,9 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     use_pre = state.variant[0] if dynamic else precondition
     use_tuner = state.variant[1] if dynamic else tuned
     if dynamic:
-      imm = jnp.where(use_pre, adapt.precond_inverse_mass(state.precond, precond), 1.0)
+      imm = jnp.where(use_pre, adapt.precond_inverse_mass(state.precond, precond, state.clamp), 1.0)
     else:
-      imm = adapt.precond_inverse_mass(state.precond, precond) if precondition else 1.0
+      imm = adapt.precond_inverse_mass(state.precond, precond, clamp) if precondition else 1.0
     old = _ravel_state(state.integrator)
     if same_batch_tuner:
       # ℓ_old and g_old on the current batch (+1 batch gradient): ΔE is then the integration error
@@ -244,7 +246,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
     out = integrators.IntegratorState(unravel(out.position), unravel(out.momentum), out.logdensity,
                                       unravel(out.logdensity_grad))
-    return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant), info
+    return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant, state.clamp), info
 
   return Sampler(init, step, 3 if same_batch_tuner else 2)
 
@@ -252,7 +254,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
 def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
            L: float | jax.Array = math.inf,
            precondition: bool = True, tuned: bool = True, same_batch_energy: bool = False,
-           precond: adapt.PrecondConfig | None = None, **tuner: Any) -> Sampler:
+           precond: adapt.PrecondConfig | None = None, clamp: bool = True, **tuner: Any) -> Sampler:
   """Preconditioned SMILE (pSMILE; pSMILE-naive with `tuned=False`).
 
   Args:
@@ -274,23 +276,26 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       `pool_stat="midmean"` to pool robustly to chains with heavy-tailed energy errors.
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
+    clamp: clamp the preconditioner's normalised scale r to [precond.r_min, precond.r_max] (off: the
+      authors' kernel, r unbounded).
   """
   return _build(logdensity_fn, step_size=step_size, L=L, precondition=precondition, tuned=tuned,
-                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
+                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(), clamp=clamp,
                 same_batch_energy=same_batch_energy)
 
 
 def smile_family(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
                  L: float | jax.Array = math.inf,
                  same_batch_energy: bool = False, precond: adapt.PrecondConfig | None = None,
-                 **tuner: Any) -> Sampler:
-  """All four variants in one compiled step: `state.variant` = (precondition, tuned) per chain.
+                 clamp: bool = True, **tuner: Any) -> Sampler:
+  """All four variants in one compiled step: `state.variant` = (precondition, tuned) per chain, and the
+  r clamp per chain (`state.clamp`, initially `clamp`).
 
-  `init` gives pSMILE; set `state._replace(variant=..., step_size=ε₀, initial_step_size=ε₀)` to
-  switch a chain to another variant or initial step size (used to vmap variants and ε₀ grids).
+  `init` gives pSMILE; set `state._replace(variant=..., clamp=..., step_size=ε₀, initial_step_size=ε₀)` to
+  switch a chain to another variant, clamp or initial step size (used to vmap variants and ε₀ grids).
   """
   return _build(logdensity_fn, step_size=step_size, L=L, precondition=None, tuned=None,
-                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(),
+                tuner=adapt.TunerConfig(**tuner), precond=precond or adapt.PrecondConfig(), clamp=clamp,
                 same_batch_energy=same_batch_energy)
 
 

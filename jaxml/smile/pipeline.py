@@ -3,7 +3,7 @@
 1. `fit_ensemble`: K MAP members trained together by `core.train` (one stacked run), each member
    restored to its best validation-NLL epoch (one `core.Selection` on a [K] metric).
 2. `Samplers` / `make_samplers`: one compiled chain runner per sampler group for a data shape.
-   The ε₀ grid and the four SMILE variants are per-chain arrays (`hypers`), so every (variant, ε₀)
+   The ε₀ grid, the SMILE variants and the r clamp are per-chain arrays (`hypers`), so every (variant, ε₀)
    runs as extra chains of one compile; a runner serves every split of the same shapes.
 3. `sample_split`: one chain per member for every sampler (SMILE-naive, SMILE, pSMILE-naive,
    pSMILE, SGLD, cyclical SGLD, SGHMC, full-batch MCLMC at equal PEG and at its own budget); ε₀
@@ -26,16 +26,20 @@ import numpy as np
 
 from jaxml import core
 from jaxml.metrics import mcmc
-from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
+from jaxml.smile import api, baselines, chains, kernel, targets
 
-__all__ = ["METHODS", "SMILE_VARIANTS", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
+__all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
+           "family_hypers",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
-METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld", "sghmc",
-           "mclmc", "mclmc_native")
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_clamp", "sgld",
+           "csgld", "sghmc", "mclmc", "mclmc_native")
+# The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
+# on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
-                  "psmile": (True, True)}   # (precondition, tuned)
+                  "psmile": (True, True), "psmile_clamp": (True, False)}
+CLAMPED = ("psmile_clamp",)
 
 Result = tuple[dict[str, float], dict[str, float]]
 
@@ -228,11 +232,14 @@ def _groups(methods: Sequence[str]) -> list[str]:
   return (["smile_family"] if any(m in SMILE_VARIANTS for m in methods) else []) + groups
 
 
+def _precond_clamp(cfg: Any) -> bool:
+  """`precond_clamp`: r clamped to PrecondConfig's [r_min, r_max] in every SMILE method but `CLAMPED` (always on)."""
+  return bool(cfg.get("precond_clamp", True))
+
+
 def _smile_options(cfg: Any) -> dict:
   """Kernel options shared by every SMILE group: L, the non-finite rule and the preconditioner clamp."""
-  clamp = bool(cfg.get("precond_clamp", True))
-  precond = adaptation.PrecondConfig() if clamp else adaptation.PrecondConfig(r_min=0.0, r_max=math.inf)
-  return {"L": math.inf if not cfg.L else float(cfg.L), "precond": precond,
+  return {"L": math.inf if not cfg.L else float(cfg.L), "clamp": _precond_clamp(cfg),
           "nonfinite_halving": bool(cfg.get("nonfinite_halving", True))}
 
 
@@ -240,6 +247,15 @@ def _eq_pool_stat(cfg: Any) -> dict:
   """`eq_pool_stat` ("mean" / "midmean", see `adaptation`) when the config sets it; else the TunerConfig default."""
   stat = cfg.get("eq_pool_stat")
   return {} if stat is None else {"pool_stat": str(stat)}
+
+
+def family_hypers(cfg: Any, combos: Sequence[tuple[str, float]], k: int) -> dict[str, jnp.ndarray]:
+  """Per-chain hypers of the `smile_family` runner for `combos` [(method, ε₀)], k chains each (combo-major):
+  ε₀, the variant (precondition, tuned) and the r clamp (`precond_clamp`, on for `CLAMPED`)."""
+  clamp = _precond_clamp(_c(cfg))
+  return {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k),
+          "variant": jnp.repeat(jnp.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0),
+          "clamp": jnp.repeat(jnp.asarray([clamp or m in CLAMPED for m, _ in combos], bool), k)}
 
 
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
@@ -279,6 +295,9 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
   mclmc_native: per-dataset overrides of the native MCLMC budget (tune, samples, chains).
   """
   cfg = _c(cfg)
+  if _precond_clamp(cfg) and any(m in CLAMPED for m in cfg.methods):
+    raise ValueError(f"{CLAMPED} are the r-clamp ablation of an unclamped run: with precond_clamp=True they "
+                     "would copy psmile_naive; set precond_clamp=False")
   model = api.make_model(cfg)
   n, k = int(data_size), int(cfg.num_members)
   b = sampler_batch_size(cfg, n)
@@ -357,9 +376,8 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict
   k, b = int(cfg.num_members), samplers.batch_size
   methods, combos, grads = samplers.plans[group]
   grid = step_grid(cfg, group)
-  hypers = {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k)}
-  if group == "smile_family":
-    hypers["variant"] = jnp.repeat(jnp.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)
+  hypers = (family_hypers(cfg, combos, k) if group == "smile_family" else
+            {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k)})
   starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
   res = samplers.runners[group](starts, train, key, hypers, combo_chain_ids(combos, k))
   out = {}

@@ -55,8 +55,7 @@ def test_chain_positions_do_not_depend_on_the_other_combos(setup):
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
 
   def run(combos, samplers, ids=True):
-    hypers = {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), _K),
-              "variant": jnp.repeat(jnp.asarray([smile.SMILE_VARIANTS[m] for m, _ in combos], bool), _K, axis=0)}
+    hypers = pipeline.family_hypers(_config(_ALL), combos, _K)
     starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
     return samplers.runners["smile_family"](starts, train, jax.random.key(3), hypers,
                                             pipeline.combo_chain_ids(combos, _K) if ids else None)
@@ -84,3 +83,21 @@ def test_method_rows_are_the_same_alone_and_co_run(setup):
   np.testing.assert_equal(alone["psmile_naive"], with_groups["psmile_naive"])
   np.testing.assert_equal(with_family["smile_naive"], with_groups["smile_naive"])
   np.testing.assert_equal(_rows(big, ("sgld",), setup)["sgld"], with_groups["sgld"])
+
+
+def test_psmile_clamp_leaves_the_other_variants_rows_unchanged(setup):
+  """Unclamped run (`precond_clamp=False`, the ref setting): adding `psmile_clamp` to the SMILE family (more chains
+  of the same compile, each with its own r-clamp flag) leaves smile_naive's and psmile_naive's rows bit for bit."""
+  data, members = setup[:2]
+  n = len(data["y_train"])
+  base, more = ("smile_naive", "psmile_naive"), ("smile_naive", "psmile_naive", "psmile_clamp")
+  rows = {}
+  for methods in (base, more):
+    cfg = _config(methods) | {"precond_clamp": False}
+    out = smile.sample_split(smile.make_samplers(cfg, data_size=n, budget_epochs=4), cfg, members, data,
+                             jax.random.key(3), np.random.default_rng(5))
+    rows[methods] = {m: metrics for m, (metrics, _) in out.items()}
+  assert set(rows[more]) == set(more)
+  for m in base:
+    assert np.isfinite(rows[base][m]["lppd"])
+    np.testing.assert_equal(rows[base][m], rows[more][m])

@@ -79,8 +79,9 @@ def test_paper_preset_two_steps_on_mock_cifar(tmp_path):
 
 def test_uci11_auto_protocol_and_validation_choice(tmp_path):
   """uci11 resolves each set's protocol (standard splits where a set has them, else the 70/10/20 splits 1-3),
-  runs both kinds in one run, and smile_best copies, per split, the variant with the best validation LPPD."""
-  config = cfg_module.get_config("uci11:datasets=yacht+airfoil,splits=0,methods=map+de+psmile_naive+psmile+sgld")
+  runs both kinds in one run, and smile_best copies, per split, the variant with the best validation LPPD (the r-clamp
+  ablation `psmile_clamp` among them)."""
+  config = cfg_module.get_config("uci11:datasets=yacht+airfoil,splits=0,methods=map+de+psmile_naive+psmile+psmile_clamp+sgld")
   plan = smile_uci.plan(config)
   assert plan.protocols == {"yacht": "standard", "airfoil": "smile"} and plan.splits == {"yacht": (0,), "airfoil": (1,)}
   s = config.smile
@@ -91,11 +92,11 @@ def test_uci11_auto_protocol_and_validation_choice(tmp_path):
   assert {(r["dataset"], r["split"]) for r in rows} == {("yacht", 0), ("airfoil", 1)}
   for d in ("yacht", "airfoil"):
     by = {r["method"]: r["metrics"] for r in rows if r["dataset"] == d}
-    variants = ("psmile_naive", "psmile")
+    variants = ("psmile_naive", "psmile", "psmile_clamp")      # smile.METHODS order
     best = max(variants, key=lambda m: (by[m]["valid_lppd"], -variants.index(m)))
     assert by["smile_best"]["chosen"] == variants.index(best)
     assert by["smile_best"]["lppd"] == by[best]["lppd"]
-    for m in ("psmile_naive", "psmile", "sgld"):       # the validation chain filter's diagnostic columns
+    for m in ("psmile_naive", "psmile", "psmile_clamp", "sgld"):     # the validation chain filter's diagnostic columns
       assert 1 <= by[m]["chains_kept"] <= 2 and math.isfinite(by[m]["lppd_kept"])
       if by[m]["chains_kept"] == 2:
         assert by[m]["lppd_kept"] == by[m]["lppd"]
