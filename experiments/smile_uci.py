@@ -50,9 +50,9 @@ class Plan(NamedTuple):
   num_data: int
 
 
-_SMILE = {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}     # the `smile_family` group
+_SMILE = set(smile.SMILE_VARIANTS)                     # the `smile_family` group
 _ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq"}
-_PSMILE = {"psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_clamp"}
+_PSMILE = {m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precondition} | {"psmile_ev", "psmile_eq"}
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.
 _CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))
