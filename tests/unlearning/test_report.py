@@ -62,6 +62,14 @@ def test_must_reach_checks_forget_gap_to_retrain_and_accuracy_gaps_to_original()
   assert report.must_reach(rows, "d", "gkt") == {}
   table = report.must_reach_table(rows, ["retrain", "ru"])
   assert "| RU (ours) | 1/3 |" in table and "| Retrain | 3/3 |" in table
+  assert report.LABELS[report.MASKED] not in table                 # rows without the masked original: no row
+  # The masked original (recorded on the original's rows): TA_r shifts of +0.5, +1.5, -0.2 -> classes 0 and 2 met.
+  shifts = {"d/class/0": 0.5, "d/class/1": 1.5, "d/class/2": -0.2}
+  rows = [r | {"metrics": r["metrics"] | {"mask_FA": 0.0, "mask_dRA": 0.0, "mask_dTA_r": shifts[r["dataset"]]}}
+          if r["method"] == "original" else r for r in rows]
+  res = report.must_reach(rows, "d", report.MASKED)
+  assert {c: d["ok"] for c, d in res.items()} == {0: 1.0, 1: 0.0, 2: 1.0} and res[1]["dTA_r"] == 1.5
+  assert f"| {report.LABELS[report.MASKED]} | 2/3 |" in report.must_reach_table(rows, ["ru"])
 
 
 def test_pooled_sweep_puts_every_class_of_a_dataset_in_one_cell():

@@ -79,3 +79,19 @@ def test_retained_flips_counts_rows_by_hand():
   out = runner.retained_flips(orig, new, task, mean_class=1.0, k=1)
   assert out == {"flip_r": 50.0, "fix_r": 25.0, "flip_to_mean_cls": 50.0, "flip_near_forget": 50.0,
                  "near_forget_r": 25.0}
+
+
+def test_masked_head_shift_by_hand():
+  from jaxml.unlearning import evaluate as ev
+  from jaxml.unlearning.task import UnlearningTask
+  # Class 2 forgotten. Retained test rows (labels 0, 0, 1, 1): the original predicts 0, 2, 2, 1 (2 of 4 right);
+  # with class 2 masked, row 1 falls to its next logit (0, right) and row 2 to 0 (wrong): 3 of 4 -> +25 points.
+  # Train: retained rows all right and never second to class 2; the forget row's next class is 1.
+  y_tr = np.array([0, 1, 2])
+  task = UnlearningTask(np.zeros((3, 1), np.float32), y_tr, np.array([0, 1]), np.array([2]), np.zeros((5, 1), np.float32),
+                        np.array([0, 0, 1, 1, 2]), 3, (2,), np.array([False] * 4 + [True]), y_tr)
+  lg_tr = np.array([[3.0, 1.0, 0.0], [0.0, 3.0, 1.0], [0.0, 1.0, 3.0]])
+  lg_te = np.array([[3.0, 0.0, 1.0], [2.0, 1.0, 3.0], [2.0, 1.0, 3.0], [0.0, 3.0, 1.0], [0.0, 0.0, 3.0]])
+  orig = ev.Outputs(lg_tr, np.zeros((3, 1)), lg_te, np.zeros((5, 1)))
+  assert runner.masked_head_shift(orig, task) == {"mask_FA": 0.0, "mask_dRA": 0.0, "mask_dTA_r": 25.0}
+  assert runner.masked_head_shift(orig, task._replace(forget_classes=())) == {}
