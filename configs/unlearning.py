@@ -97,7 +97,8 @@ def get_config(arg=None):
   # retained classes (forgotten classes target_margin logits lower), instead of the mean itself.
   config.ru_uniform = dict(ru, zero_shot=False)
   # RU with its grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru.
-  config.ru_val = dict(ru, zero_shot=False)
+  # target: "mean" (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
+  config.ru_val = dict(ru, zero_shot=False, target="mean")
   # Same step floor for every baseline that loops over D_f only (fair budgets).
   floor = 25
   config.baselines = dict(
@@ -127,7 +128,7 @@ def get_config(arg=None):
     ru_paper = dict(ru, transform="linear", beta=0.01, lr=1e-3, batch_size=256, epochs=5.0, min_steps=200)
     config.ru, config.ru_zs = dict(ru_paper, zero_shot=False), dict(ru_paper, zero_shot=True)
     config.ru_uniform = dict(ru_paper, zero_shot=False)
-    config.ru_val = dict(ru_paper, zero_shot=False)
+    config.ru_val = dict(ru_paper, zero_shot=False, target="mean")
     config.baselines.finetune.update(epochs=10.0, lr=1e-3)
     config.baselines.sisa.update(shards=10)
     config.baselines.scrub.update(max_epochs=2, min_epochs=3, lr=5e-4, alpha=1.0, gamma=1.0)

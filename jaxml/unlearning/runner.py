@@ -5,7 +5,8 @@ each baseline, Retrain and the original model, all with the same signature and o
   logits, feats = out.predict(x)
 
 `config` holds the method's settings as a plain dict or ConfigDict (unknown keys are errors):
-the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name), the method's
+the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name; "ru_val"
+takes its target from its settings, default "mean"), the method's
 `baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
 `tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task, or by
@@ -29,8 +30,9 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "pre
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
-# ru_val: RU itself (mean target) under its own settings, the ones the caller chose on a validation
-# split (the experiment's `ru_val` row, next to `ru` at the authors' fixed setting).
+# ru_val: RU under its own settings, the ones the caller chose on a validation split (the experiment's
+# `ru_val` row, next to `ru` at the authors' fixed setting); its target is the mean unless its settings
+# name another (`api.TARGETS`).
 RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs",) + baselines.ZERO_SHOT_BASELINES
@@ -63,7 +65,9 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
   cfg = dict(config or {})
   if "hidden" in cfg:
     cfg["hidden"] = tuple(cfg["hidden"])
-  return cfg | {"zero_shot": name == "ru_zs", "target": "uniform" if name == "ru_uniform" else "mean"}
+  # The name fixes the target, except for ru_val, whose settings (the target among them) are the caller's.
+  target = "uniform" if name == "ru_uniform" else cfg.get("target", "mean") if name == "ru_val" else "mean"
+  return cfg | {"zero_shot": name == "ru_zs", "target": target}
 
 
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,

@@ -95,3 +95,14 @@ def test_masked_head_shift_by_hand():
   orig = ev.Outputs(lg_tr, np.zeros((3, 1)), lg_te, np.zeros((5, 1)))
   assert runner.masked_head_shift(orig, task) == {"mask_FA": 0.0, "mask_dRA": 0.0, "mask_dTA_r": 25.0}
   assert runner.masked_head_shift(orig, task._replace(forget_classes=())) == {}
+
+
+def test_ru_val_takes_its_target_from_its_settings():
+  task, params = helpers.trained_original()
+  ru = {"batch_size": 16, "min_steps": 3, "hidden": [8], "lr": 1e-2}
+  run = lambda name, cfg: unlearning.run_method(name, cfg, helpers.MODEL, params, task, seed=0)  # noqa: E731
+  same = lambda a, b: jax.tree.all(jax.tree.map(np.array_equal, a.params["transform"], b.params["transform"]))  # noqa: E731
+  uniform, mean = run("ru_uniform", ru), run("ru", ru)
+  assert same(run("ru_val", ru | {"target": "uniform"}), uniform) and same(run("ru_val", ru), mean)
+  assert not same(uniform, mean)
+  assert same(run("ru", ru | {"target": "uniform"}), mean)          # other names keep their own target
