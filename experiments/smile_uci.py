@@ -10,13 +10,14 @@ Runs split into several jobs (e.g. one per group of data sets) are merged into o
 comparison and one LPPD-vs-PEG figure (a panel per data set) with the same `summarize` a single run uses:
 
   python -m experiments.smile_uci --merge=runs/a,runs/b --workdir=runs/merged
+  python -m experiments.smile_uci --merge=runs/a,runs/b --extend=runs/c --workdir=runs/ext   # c: extra ε₀ values
 """
 
 import argparse
 import json
 import os
 import sys
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import jax
 import matplotlib
@@ -189,25 +190,86 @@ def summarize(rows: list[dict], workdir: str, anchored: set[str]) -> list[dict]:
   return rows
 
 
-def merge(workdirs: list[str], workdir: str) -> list[dict]:
+def _row_key(r: dict) -> tuple:
+  return r["method"], r["dataset"], r["split"], r["seed"]
+
+
+def check_extension(base: dict, extra: dict) -> None:
+  """ValueError unless the `smile` config `extra` is `base`'s protocol on other ε₀ values: every key both have is
+  equal, except the run's data sets / splits / methods and the ε₀ grids, which must be disjoint."""
+  for k in sorted(base.keys() & extra.keys()):
+    if k.endswith("step_size"):
+      if set(base[k]) & set(extra[k]):
+        raise ValueError(f"{k}: the extension repeats ε₀ values {sorted(set(base[k]) & set(extra[k]))}")
+    elif k not in ("datasets", "splits", "methods") and base[k] != extra[k]:
+      raise ValueError(f"{k}: {extra[k]!r} in the extension, {base[k]!r} in the base run")
+
+
+def _valid(r: dict) -> float:
+  """A row's validation LPPD; null (non-finite: every chain diverged) is -inf, as in `pipeline`'s ε₀ choice."""
+  v = r["metrics"]["valid_lppd"]
+  return -float("inf") if v is None else float(v)
+
+
+def extend_grid(base: list[dict], extra: list[dict]) -> list[dict]:
+  """The rows of an ε₀ grid extended by runs of the same protocol on other ε₀ values only (`extra`).
+
+  A method's row (one with `step_size0`) becomes whichever of its base and extra rows has the higher validation
+  LPPD: the validation choice over the union grid, since a chain's draws do not depend on the other ε₀ of its run
+  (`pipeline.combo_chain_ids`); a tie keeps the base row. grid_peg and wall_s add up. Only what the extension
+  covers is kept: base rows of grid methods without an extra row (grid not extended) are dropped, rows without a
+  grid (map, de) are kept on the (dataset, split, seed) cells of `extra`. An extra row without a base row, or
+  without a grid, is an error."""
+  more = {}
+  for r in extra:
+    if "step_size0" not in r["metrics"]:
+      raise ValueError(f"extension row {_row_key(r)} has no ε₀ grid")
+    more[_row_key(r)] = r
+  cells = {k[1:] for k in more}
+  out, used = [], set()
+  for r in base:
+    if "step_size0" not in r["metrics"]:
+      if _row_key(r)[1:] in cells:
+        out.append(r)
+      continue
+    e = more.get(_row_key(r))
+    if e is None:
+      continue
+    used.add(_row_key(r))
+    best = e if _valid(e) > _valid(r) else r
+    out.append(dict(best, metrics=dict(best["metrics"]),
+                    cost=best["cost"] | {k: r["cost"][k] + e["cost"][k] for k in ("grid_peg", "wall_s")}))
+  if set(more) - used:
+    raise ValueError(f"extension rows without a base row: {sorted(set(more) - used)}")
+  return out
+
+
+def merge(workdirs: list[str], workdir: str, extend: Sequence[str] = ()) -> list[dict]:
   """Rows of several runs' results.json as one run: the same summary.md and lppd_vs_peg.png as `run` (a panel per
   data set), and results.json (same schema; `sources` added; wall_s summed). A (method, dataset, split, seed) in
-  two runs is an error."""
-  rows, results, _ = common.read_runs(workdirs, lambda r: (r["method"], r["dataset"], r["split"], r["seed"]),
-                                      skip=lambda r: r["method"] in dict(_CHOSEN))
-  anchored = set()
-  for w, res in zip(workdirs, results):
+  two runs is an error. `extend`: runs of the same protocol on extra ε₀ values only, combined by `extend_grid`."""
+  rows, results, _ = common.read_runs(workdirs, _row_key, skip=lambda r: r["method"] in dict(_CHOSEN))
+  extra, extra_results, _ = common.read_runs(extend, _row_key, skip=lambda r: r["method"] in dict(_CHOSEN))
+  anchored, configs = set(), []
+  for w, res in zip([*workdirs, *extend], results + extra_results):
     with open(os.path.join(w, "config.json")) as f:
       s = json.load(f)["smile"]
     if res.get("experiment") != "smile_uci" or s["protocol"] == "tfds":
       raise ValueError(f"{w}: not a smile_uci regression run")
     anchored |= {d for d in s["datasets"] if data_protocol(s["protocol"], d) == "smile"}
+    configs.append(s)
+  for e in configs[len(workdirs):]:
+    for b in configs[:len(workdirs)]:
+      check_extension(b, e)
+  if extend:
+    rows = extend_grid(rows, extra)
+  results += extra_results
   wall, env = sum(float(res["wall_s"]) for res in results), next((res["env"] for res in results if "env" in res), None)
   os.makedirs(workdir, exist_ok=True)
   rows = summarize(rows, workdir, anchored)
   common.write_json(os.path.join(workdir, "results.json"), {"experiment": "smile_uci", "preset": "merge",
                                                             "rows": rows, "wall_s": wall, "env": env,
-                                                            "sources": list(workdirs)})
+                                                            "sources": [*workdirs, *extend]})
   return rows
 
 
@@ -215,9 +277,11 @@ def _merge_main(argv: list[str]) -> None:
   ap = argparse.ArgumentParser(prog="python -m experiments.smile_uci")
   ap.add_argument("--merge", required=True, help="comma-separated workdirs holding results.json and config.json")
   ap.add_argument("--workdir", required=True, help="output folder (summary.md, lppd_vs_peg.png, results.json)")
+  ap.add_argument("--extend", default="", help="comma-separated runs of the same protocol on extra ε₀ values only: "
+                  "each method's row is chosen by validation LPPD over the union grid (extend_grid)")
   args = ap.parse_args(argv)
   try:
-    rows = merge([w for w in args.merge.split(",") if w], args.workdir)
+    rows = merge([w for w in args.merge.split(",") if w], args.workdir, [w for w in args.extend.split(",") if w])
   except (ValueError, FileNotFoundError, KeyError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

@@ -183,10 +183,12 @@ def per_chain_lppd(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray) -> np.n
 
 def chain_filter(predict: Callable, positions: Any, keep: np.ndarray, data: dict, nats: float) -> np.ndarray:
   """Chains to keep: per-chain *validation* LPPD within `nats` of the median chain (a chain that left the
-  data region, e.g. log σ back near 0 after a divergent jump, falls far below). Uses no test rows."""
+  data region, e.g. log σ back near 0 after a divergent jump, falls far below). Uses no test rows. A non-finite
+  chain counts as -inf (dropped; it no longer turns the median into NaN and so drops every chain)."""
   keep = np.asarray(keep, bool)
   mu, log_sigma = (np.asarray(a)[:, keep] for a in predict(positions, jnp.asarray(data["x_valid"])))
   v = per_chain_lppd(mu, log_sigma, data["y_valid"])
+  v = np.where(np.isfinite(v), v, -np.inf)
   return v >= np.median(v) - nats
 
 

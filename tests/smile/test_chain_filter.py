@@ -41,3 +41,18 @@ def test_chain_filter_drops_the_chain_that_left_the_data_on_validation_rows_only
   np.testing.assert_array_equal(kept, [True, True, True, False, True])
   kept_all = pipeline.chain_filter(predict, {"c": np.arange(5)}, keep, data, nats=1e4)   # a wide band keeps all
   assert kept_all.all()
+
+
+def test_chain_filter_drops_a_non_finite_chain_and_keeps_the_rest():
+  """One chain gone non-finite (a diverged ε₀): dropped, the others kept (a NaN median used to drop them all)."""
+  y_valid = np.linspace(-1.0, 1.0, 20)
+
+  def predict(positions, x):
+    mu = np.broadcast_to(y_valid[None, None, :] + positions["c"][:, None, None], (3, 4, len(y_valid)))
+    return mu, np.zeros(mu.shape)
+
+  data = {"x_valid": np.zeros((20, 2)), "y_valid": y_valid}
+  kept = pipeline.chain_filter(predict, {"c": np.array([0.0, np.nan, 0.1])}, np.ones(4, bool), data, nats=1.0)
+  np.testing.assert_array_equal(kept, [True, False, True])
+  every = pipeline.chain_filter(predict, {"c": np.full(3, np.nan)}, np.ones(4, bool), data, nats=1.0)
+  assert every.all()         # all non-finite: nothing to choose between; the row's LPPD is non-finite anyway

@@ -101,3 +101,29 @@ def test_psmile_clamp_leaves_the_other_variants_rows_unchanged(setup):
   for m in base:
     assert np.isfinite(rows[base][m]["lppd"])
     np.testing.assert_equal(rows[base][m], rows[more][m])
+
+
+def test_a_split_grid_gives_the_rows_of_the_whole_grid(setup):
+  """`smile_uci.extend_grid`'s premise: running ε₀ grid (a, b) at once, or (a,) and (b,) as two runs and choosing by
+  validation LPPD, gives the same row per method (the coverage draws, from the method's generator after one
+  validation pass per ε₀, aside)."""
+  from experiments import smile_uci
+  data, members = setup[:2]
+  n = len(data["y_train"])
+  methods = ("psmile_naive", "sgld")
+
+  def rows(smile_eps, sgld_eps):
+    cfg = _config(methods) | {"smile_step_size": smile_eps, "sgld_step_size": sgld_eps}
+    out = smile.sample_split(smile.make_samplers(cfg, data_size=n, budget_epochs=4), cfg, members, data,
+                             jax.random.key(3), np.random.default_rng(5))
+    return [{"method": m, "dataset": "toy", "split": 0, "seed": 0, "metrics": met, "cost": cost}
+            for m, (met, cost) in out.items()]
+
+  whole = {r["method"]: r for r in rows((3e-2, 1e-2), (1e-4, 1e-5))}
+  split = {r["method"]: r for r in smile_uci.extend_grid(rows((1e-2,), (1e-5,)), rows((3e-2,), (1e-4,)))}
+  for m in methods:
+    a, b = whole[m], split[m]
+    assert np.isfinite(a["metrics"]["lppd"])
+    for k in ("lppd", "rmse", "valid_lppd", "step_size0", "lppd_chain_mean", "nonfinite", "final_step_size"):
+      assert a["metrics"][k] == b["metrics"][k], (m, k)
+    assert a["cost"]["grid_peg"] == b["cost"]["grid_peg"] and a["cost"]["sampler_peg"] == b["cost"]["sampler_peg"]

@@ -90,3 +90,67 @@ def test_merge_command_line(tmp_path):
   bad = subprocess.run(cmd[:-2] + [f"--merge={tmp_path / 'missing'}", f"--workdir={out}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
   assert bad.returncode == 2 and "error:" in bad.stderr
+
+
+def _grid_row(method, split, valid, test, grid_peg=3.0, eps=1e-2):
+  return common.row(method=method, dataset="yacht", split=split, seed=0,
+                    metrics={"lppd": test, "rmse": 1.0, "valid_lppd": valid, "step_size0": eps},
+                    cost={"peg": 1e5, "sampler_peg": 1.0, "grid_peg": grid_peg, "wall_s": 2.0})
+
+
+def test_extend_grid_chooses_by_validation_over_the_union_grid():
+  de = common.row(method="de", dataset="yacht", split=0, seed=0, metrics={"lppd": -3.0, "rmse": 2.0},
+                  cost={"peg": 1e4, "wall_s": 1.0})
+  base = [de, _grid_row("psmile_clamp", 0, -1.0, -1.1), _grid_row("sgld", 0, -0.5, -0.6),
+          _grid_row("psmile", 0, 0.0, 0.0),                     # tuned pSMILE: not extended, dropped
+          dict(de, split=1), _grid_row("sgld", 1, -0.5, -0.6)]  # split 1: not in the extension, dropped
+  extra = [_grid_row("psmile_clamp", 0, -0.9, -1.5, grid_peg=1.0, eps=3e-2),   # higher validation: chosen
+           _grid_row("sgld", 0, -0.7, 0.5, grid_peg=1.0, eps=3e-4)]            # better test, lower validation
+  out = smile_uci.extend_grid(base, extra)
+  rows = {r["method"]: r for r in out}
+  assert len(out) == 3 and set(rows) == {"de", "psmile_clamp", "sgld"} and rows["de"] == de
+  assert rows["psmile_clamp"]["metrics"] == extra[0]["metrics"]     # chosen on validation, not on test
+  assert rows["sgld"]["metrics"] == base[2]["metrics"]
+  assert rows["psmile_clamp"]["cost"]["grid_peg"] == rows["sgld"]["cost"]["grid_peg"] == 4.0
+  assert rows["psmile_clamp"]["cost"]["wall_s"] == 4.0 and rows["psmile_clamp"]["cost"]["sampler_peg"] == 1.0
+  assert base[1]["cost"]["grid_peg"] == 3.0                        # inputs untouched
+  diverged = _grid_row("sgld", 0, float("-inf"), float("nan"), grid_peg=1.0, eps=3e-4)   # all chains diverged: nulls
+  assert {r["method"]: r for r in smile_uci.extend_grid(base, [diverged])}["sgld"]["metrics"] == base[2]["metrics"]
+  with pytest.raises(ValueError, match="without a base row"):
+    smile_uci.extend_grid(base, [_grid_row("sgld", 2, 0.0, 0.0)])
+  with pytest.raises(ValueError, match="no ε₀ grid"):
+    smile_uci.extend_grid(base, [de])
+
+
+def test_check_extension_needs_the_same_protocol_and_new_step_sizes():
+  base = {"protocol": "auto", "budget_steps": 1200, "datasets": ["yacht"], "methods": ["de", "sgld"],
+          "smile_step_size": [1e-2, 1e-3], "sgld_step_size": [1e-5]}
+  smile_uci.check_extension(base, base | {"datasets": ["boston"], "methods": ["sgld"], "smile_step_size": [3e-2],
+                                          "sgld_step_size": [3e-4]})
+  with pytest.raises(ValueError, match="repeats"):
+    smile_uci.check_extension(base, base | {"smile_step_size": [3e-2, 1e-2]})
+  with pytest.raises(ValueError, match="budget_steps"):
+    smile_uci.check_extension(base, base | {"smile_step_size": [3e-2], "sgld_step_size": [3e-4],
+                                            "budget_steps": 2400})
+
+
+def test_merge_extend_recomputes_the_chosen_rows(tmp_path):
+  base, ext, out = str(tmp_path / "base"), str(tmp_path / "ext"), str(tmp_path / "out")
+  cfg = {"protocol": "auto", "datasets": ["yacht"], "smile_step_size": [1e-2]}
+  for w, rows, c in ((base, [_grid_row("smile_naive", 0, -2.0, -2.0), _grid_row("psmile_naive", 0, -1.0, -1.0),
+                             _grid_row("psmile_clamp", 0, -0.8, -2.0), _grid_row("sgld", 0, 0.0, -1.5)], cfg),
+                     (ext, [_grid_row("smile_naive", 0, -3.0, 0.0, eps=3e-2),
+                            _grid_row("psmile_naive", 0, -0.5, -1.2, eps=3e-2),
+                            _grid_row("psmile_clamp", 0, -0.9, 0.0, eps=3e-2)], cfg | {"smile_step_size": [3e-2]})):
+    os.makedirs(w)
+    common.write_json(os.path.join(w, "results.json"), {"experiment": "smile_uci", "rows": rows, "wall_s": 5.0})
+    common.write_json(os.path.join(w, "config.json"), {"smile": c})
+  rows = {r["method"]: r for r in smile_uci.merge([base], out, extend=[ext])}
+  # psmile_naive's 3e-2 row now wins validation over psmile_clamp's 1e-2 row (-0.5 > -0.8): it is psmile_best.
+  assert rows["psmile_naive"]["metrics"]["step_size0"] == 3e-2 and rows["psmile_clamp"]["metrics"]["step_size0"] == 1e-2
+  assert rows["psmile_best"]["metrics"]["lppd"] == rows["smile_best"]["metrics"]["lppd"] == -1.2
+  assert "sgld" not in rows and rows["smile_naive"]["metrics"]["lppd"] == -2.0     # sgld: grid not extended
+  res = json.load(open(os.path.join(out, "results.json")))
+  assert res["sources"] == [base, ext] and res["wall_s"] == 10.0
+  with pytest.raises(ValueError, match="repeats"):
+    smile_uci.merge([base], str(tmp_path / "out2"), extend=[base])
