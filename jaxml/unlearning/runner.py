@@ -26,7 +26,7 @@ from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
-           "mean_collision", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
+           "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
 # nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
