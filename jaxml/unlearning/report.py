@@ -149,15 +149,16 @@ def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = F
   out = {}
   for c in [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]:
     of = lambda m, k: mean([r for r in rows if r["dataset"] == c and r["method"] == m], k)  # noqa: E731,B023
-    orig = {k: of("original", k) for k in ("FA", "RA", "TA", "TA_r")}
+    accs = lambda m: {k: of(m, k) for k in ("FA", "RA", "TA", "TA_r")}  # noqa: E731,B023
+    orig = accs("original")
     if method == MASKED:
       m = {"FA": of("original", "mask_FA"), "RA": orig["RA"] + of("original", "mask_dRA"), "TA": float("nan"),
            "TA_r": orig["TA_r"] + of("original", "mask_dTA_r")}
     else:
-      m = {k: of(method, k) for k in ("FA", "RA", "TA", "TA_r")}
+      m = accs(method)
     if np.isnan(m["FA"]):
       continue
-    means = [m, {k: of("retrain", k) for k in ("FA", "RA", "TA", "TA_r")}, orig]
+    means = [m, accs("retrain"), orig]
     d = ev.bar_gaps(*means)
     d["ok"] = float(ev.bar_score(*means, fa_tol=fa_tol, acc_tol=acc_tol) <= 1.0)
     out[int(c.split("/")[2])] = d
