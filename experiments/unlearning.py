@@ -377,7 +377,8 @@ def paper_summary(rows: list[dict], methods: list[str]) -> str:
                     ul_report.must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
 
 
-def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs")):
+def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs",
+                                                          "ru_zs_uniform")):
   """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
   the head assigns to the mean representation (the collision) are shaded."""
   import matplotlib.pyplot as plt

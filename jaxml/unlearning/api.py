@@ -41,9 +41,10 @@ DEFAULTS: dict[str, Any] = dict(
     prototypes="head",        # zero-shot proxies: head rows ("head") or rows rescaled to the mean
                               # training-feature norm ("rescaled", an extension)
     label_weight=0.0,         # lambda of the label-aware extension lambda * CE(h(T(z_r)), y_r)
-    target="mean",            # forget target of the standard regime: "mean" (the reference: the mean
-                              # representation of D) or "uniform" (extension `ru_uniform`: the point
-                              # nearest the mean where the head is uniform over retained classes)
+    target="mean",            # forget target: "mean" (the reference: the mean representation of D;
+                              # zero-shot, the prior mixture of head rows) or "uniform" (extensions
+                              # `ru_uniform` / `ru_zs_uniform`: the point nearest that mean where the
+                              # head is uniform over retained classes)
     target_margin=4.0,        # "uniform": logit gap of the forgotten classes below the retained ones
 )
 
@@ -58,8 +59,8 @@ def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
   out.update(given)
   if out["target"] not in TARGETS:
     raise ValueError(f"unknown target {out['target']!r}; expected one of {TARGETS}")
-  if out["zero_shot"] and out["target"] != "mean":
-    raise ValueError("the zero-shot regime's target is the prior mixture of head rows; target must be 'mean'")
+  if out["zero_shot"] and float(out["label_weight"]):
+    raise ValueError("label_weight needs retained labels; the zero-shot regime has none (set it to 0)")
   return out
 
 
@@ -132,8 +133,11 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
               noise_scale=value(batch, "noise_scale") if noisy else 0.0)
     if cfg["zero_shot"]:
       stats = jax.lax.stop_gradient(params["stats"])
+      shift = stats.get("target_shift")
+      if shift is None and cfg["target"] != "mean":
+        raise ValueError("a zero-shot target other than the mean needs stats['target_shift'] (see `unlearn`)")
       return losses.zero_shot_objective(t_fn, batch["zf"], batch["wf"], _prototypes(cfg, params),
-                                        stats["pi"], stats["pi_retain"], rng, **kw)
+                                        stats["pi"], stats["pi_retain"], rng, target_shift=shift, **kw)
     loss, aux = losses.standard_objective(t_fn, batch["zr"], batch["zf"], batch["wf"], batch["zref"], rng, **kw)
     if cfg["label_weight"]:
       logits = model_lib.head_logits(model, jax.lax.stop_gradient(params["model"]), t_fn(batch["zr"]))
@@ -367,6 +371,13 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
     # Zero-shot target: the prior mixture of the (used) prototypes, sum_c pi_c w_c.
     protos = np.asarray(_prototypes(cfg, {"model": model_params, "stats": stats}))
     mean = target = stats["pi"] @ protos
+    if cfg["target"] == "uniform":
+      # Extension `ru_zs_uniform`: the same uniform-head point as `ru_uniform`, found from the prior
+      # mixture instead of the data mean (head and class counts only: still zero-shot). L_f^zs's
+      # minimiser is sum_c pi_c (w_c + s) = mean + s, so shifting its prototypes by s moves it there.
+      head = model_params["head"]
+      target = uniform_target(head["kernel"], head["bias"], mean, forget_classes, float(cfg["target_margin"]))
+    stats = stats | {"target_shift": (target - mean).astype(np.float32)}
     shift = np.zeros(feature_dim, np.float32)
   else:
     mean = z_all[np.concatenate([retain_idx, forget_idx])].mean(axis=0)

@@ -102,11 +102,14 @@ def standard_objective(t_fn: TransformFn, z_r: jax.Array, z_f: jax.Array, w_f: j
 
 def zero_shot_objective(t_fn: TransformFn, z_f: jax.Array, w_f: jax.Array, prototypes: jax.Array,
                         pi: jax.Array, pi_retain: jax.Array, rng: jax.Array, *, beta: float,
-                        num_samples: int = 1, noise_scale: float = 0.0) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """L^zs = L_r^zs + beta L_f^zs, with both terms in aux."""
+                        num_samples: int = 1, noise_scale: float = 0.0,
+                        target_shift: jax.Array | None = None) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """L^zs = L_r^zs + beta L_f^zs, with both terms in aux. `target_shift` s [D] (None: 0) moves the
+  prototypes of L_f^zs only, so its minimiser moves from sum_c pi_c w_c to that point + s (sum pi = 1)."""
   r_rng, f_rng = jax.random.split(rng)
   l_r = zero_shot_retain_loss(t_fn, prototypes, pi_retain, r_rng, num_samples=num_samples,
                               noise_scale=noise_scale)
-  l_f = zero_shot_forget_loss(t_fn, z_f, w_f, prototypes, pi, f_rng, num_samples=num_samples,
+  forget_protos = prototypes if target_shift is None else prototypes + target_shift
+  l_f = zero_shot_forget_loss(t_fn, z_f, w_f, forget_protos, pi, f_rng, num_samples=num_samples,
                               noise_scale=noise_scale)
   return l_r + beta * l_f, {"retain_loss": l_r, "forget_loss": l_f}

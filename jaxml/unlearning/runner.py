@@ -33,9 +33,11 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "pre
 # ru_val: RU under its own settings, the ones the caller chose on a validation split (the experiment's
 # `ru_val` row, next to `ru` at the authors' fixed setting); its target is the mean unless its settings
 # name another (`api.TARGETS`).
-RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_val")
+# ru_zs_uniform (our extension): zero-shot RU with the same move of its target (from the prior mixture of
+# head rows), so it needs no retained data either.
+RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
-ZERO_SHOT = ("ru_zs",) + baselines.ZERO_SHOT_BASELINES
+ZERO_SHOT = ("ru_zs", "ru_zs_uniform") + baselines.ZERO_SHOT_BASELINES
 
 
 class RunOutput(NamedTuple):
@@ -66,8 +68,9 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
   if "hidden" in cfg:
     cfg["hidden"] = tuple(cfg["hidden"])
   # The name fixes the target, except for ru_val, whose settings (the target among them) are the caller's.
-  target = "uniform" if name == "ru_uniform" else cfg.get("target", "mean") if name == "ru_val" else "mean"
-  return cfg | {"zero_shot": name == "ru_zs", "target": target}
+  uniform = name in ("ru_uniform", "ru_zs_uniform")
+  target = "uniform" if uniform else cfg.get("target", "mean") if name == "ru_val" else "mean"
+  return cfg | {"zero_shot": name in ("ru_zs", "ru_zs_uniform"), "target": target}
 
 
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,

@@ -87,3 +87,22 @@ def test_ru_uniform_sends_forget_rows_off_the_forgotten_class(setup):
   fa, ra = _fa_ra(out, task)
   assert out.info["target_collides"] == 0.0 and out.info["target_pmax"] < 0.6
   assert fa <= 5.0 and ra >= 95.0, (fa, ra)
+
+
+def test_ru_zs_uniform_is_zero_shot_and_forgets_with_a_non_colliding_target(setup):
+  task, params0, cache = setup
+  x = task.x_train.copy()
+  x[task.retain_idx] = np.nan                     # zero-shot: retained inputs are never read
+  cfg = {"batch_size": 16, "min_steps": 80, "hidden": (16,), "lr": 1e-2, "beta": 0.1}
+  out = runner.run_method("ru_zs_uniform", cfg, MODEL, params0, task._replace(x_train=x), seed=0, cache=cache)
+  fa, ra = _fa_ra(out, task)
+  assert out.info["target_collides"] == 0.0 and out.info["target_pmax"] < 0.6
+  assert out.info["target_shift"] > 0.0           # moved away from the prior mixture of head rows
+  assert fa <= 5.0 and ra >= 90.0, (fa, ra)
+  # ru_zs itself keeps the prior-mixture target (no shift).
+  assert runner.run_method("ru_zs", cfg, MODEL, params0, task, seed=0, cache=cache).info["target_shift"] == 0.0
+
+
+def test_zero_shot_rejects_the_label_term():
+  with pytest.raises(ValueError, match="label_weight"):
+    api.make_loss_fn({"zero_shot": True, "label_weight": 0.5}, MODEL)

@@ -77,6 +77,24 @@ def test_zero_shot_forget_minimiser_is_prior_weighted_prototype_mean():
   np.testing.assert_allclose(float(at_min), float(pi @ jnp.sum((protos - target) ** 2, -1)), rtol=1e-5)
 
 
+def test_zero_shot_target_shift_moves_only_the_forget_minimiser():
+  protos = jax.random.normal(jax.random.key(0), (3, 4))
+  pi = jnp.array([0.2, 0.3, 0.5])
+  zf = jax.random.normal(jax.random.key(1), (8, 4))
+  shift = jnp.array([0.5, -1.0, 0.0, 2.0])
+  const = lambda p: (lambda z: jnp.broadcast_to(p, z.shape))  # noqa: E731
+  run = lambda p, s: losses.zero_shot_objective(const(p), zf, jnp.ones(8), protos, pi, pi, jax.random.key(2),  # noqa: E731
+                                                beta=1.0, target_shift=s)[1]
+  new_min = pi @ protos + shift
+  grad = jax.grad(lambda p: run(p, shift)["forget_loss"])(new_min)
+  np.testing.assert_allclose(np.asarray(grad), 0.0, atol=1e-5)        # the forget term's minimiser moved by s
+  for p in (new_min, pi @ protos):
+    a, b = run(p, shift), run(p, None)
+    np.testing.assert_allclose(float(a["retain_loss"]), float(b["retain_loss"]), rtol=1e-6)   # retain term untouched
+  zero = run(new_min, jnp.zeros(4))["forget_loss"]
+  np.testing.assert_allclose(float(zero), float(run(new_min, None)["forget_loss"]), rtol=1e-6)
+
+
 def test_frozen_model_and_stats_bit_identical_after_training():
   model = model_lib.MLPClassifier(3, (16, 8))
   x = jax.random.normal(jax.random.key(0), (8, 5))
