@@ -90,7 +90,8 @@ def get_config(arg=None):
   # Representation Unlearning (standard and zero-shot). Inferred CPU choices: residual T, Adam 1e-2,
   # steps = max(min_steps, 5 epochs over D_f); beta picked on the validation split when tune=True.
   ru = dict(beta=0.1, transform="residual", hidden=(256,), num_samples=1, noise_scale=0.0, lr=1e-2,
-            batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0, target_margin=4.0)
+            batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0, target_margin=4.0,
+            identity_weight=0.0)
   config.ru = dict(ru, zero_shot=False)
   config.ru_zs = dict(ru, zero_shot=True)
   # Our extension: forget target = the point nearest the mean where the head is uniform over the

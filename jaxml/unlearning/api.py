@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = dict(
     prototypes="head",        # zero-shot proxies: head rows ("head") or rows rescaled to the mean
                               # training-feature norm ("rescaled", an extension)
     label_weight=0.0,         # lambda of the label-aware extension lambda * CE(h(T(z_r)), y_r)
+    identity_weight=0.0,      # gamma of the data-free identity anchor (extension, both regimes):
+                              # gamma E_u ||T(u) - u||^2, u ~ N(0, r^2/D I), r = stats["feature_norm"]
     target="mean",            # forget target: "mean" (the reference: the mean representation of D;
                               # zero-shot, the prior mixture of head rows) or "uniform" (extensions
                               # `ru_uniform` / `ru_zs_uniform`: the point nearest that mean where the
@@ -119,7 +121,7 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
   """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard or zero-shot objective.
 
   Standard batch: zr [B, D], yr [B], zf [B, D], wf [B], zref [B, D]. Zero-shot batch: zf, wf.
-  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight` (`batch_values`),
+  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight`, `hp_identity_weight` (`batch_values`),
   so the compiled step depends only on `step_structure(config)`.
   """
   cfg = _cfg(config)
@@ -131,19 +133,28 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
     t_fn = lambda z: transform.apply({"params": params["transform"]}, z)  # noqa: E731
     kw = dict(beta=value(batch, "beta"), num_samples=int(cfg["num_samples"]),
               noise_scale=value(batch, "noise_scale") if noisy else 0.0)
+    stats = jax.lax.stop_gradient(params["stats"])
     if cfg["zero_shot"]:
-      stats = jax.lax.stop_gradient(params["stats"])
       shift = stats.get("target_shift")
       if shift is None and cfg["target"] != "mean":
         raise ValueError("a zero-shot target other than the mean needs stats['target_shift'] (see `unlearn`)")
-      return losses.zero_shot_objective(t_fn, batch["zf"], batch["wf"], _prototypes(cfg, params),
-                                        stats["pi"], stats["pi_retain"], rng, target_shift=shift, **kw)
-    loss, aux = losses.standard_objective(t_fn, batch["zr"], batch["zf"], batch["wf"], batch["zref"], rng, **kw)
+      loss, aux = losses.zero_shot_objective(t_fn, batch["zf"], batch["wf"], _prototypes(cfg, params),
+                                             stats["pi"], stats["pi_retain"], rng, target_shift=shift, **kw)
+    else:
+      loss, aux = losses.standard_objective(t_fn, batch["zr"], batch["zf"], batch["wf"], batch["zref"], rng, **kw)
     if cfg["label_weight"]:
       logits = model_lib.head_logits(model, jax.lax.stop_gradient(params["model"]), t_fn(batch["zr"]))
       ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["yr"]).mean()
       loss = loss + value(batch, "label_weight") * ce
       aux = aux | {"label_ce": ce}
+    if cfg["identity_weight"]:
+      # Data-free: Gaussian probes at the typical feature norm keep T near the identity off the few
+      # points the zero-shot retain term pins (its 10 head rows), without reading any retained row.
+      shape = batch["zf"].shape
+      u = jax.random.normal(jax.random.fold_in(rng, 7), shape) * (stats["feature_norm"] / jnp.sqrt(shape[-1]))
+      anchor = jnp.mean(jnp.sum((t_fn(u) - u) ** 2, axis=-1))
+      loss = loss + value(batch, "identity_weight") * anchor
+      aux = aux | {"identity_anchor": anchor}
     return loss, aux
 
   return loss_fn
@@ -152,14 +163,15 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
 def batch_values(config: Mapping[str, Any] | None) -> dict[str, float]:
   """The float settings the loss reads from the batch (see `make_loss_fn`)."""
   cfg = _cfg(config)
-  return {k: float(cfg[k]) for k in ("beta", "noise_scale", "label_weight")}
+  return {k: float(cfg[k]) for k in ("beta", "noise_scale", "label_weight", "identity_weight")}
 
 
 def step_structure(config: Mapping[str, Any] | None) -> tuple:
   """What shapes the compiled RU step: the non-float settings plus whether the noise and the
   label-aware term are on (their values travel in the batch)."""
   cfg = _cfg(config)
-  return structure(cfg) + (("noisy", bool(cfg["noise_scale"])), ("label_term", bool(cfg["label_weight"])))
+  return structure(cfg) + (("noisy", bool(cfg["noise_scale"])), ("label_term", bool(cfg["label_weight"])),
+                           ("identity_term", bool(cfg["identity_weight"])))
 
 
 def make_eval_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:

@@ -121,3 +121,21 @@ def test_extensions_rescaled_prototypes_and_label_term(trained):
   loss, aux = loss_fn(p, batch, jax.random.key(0))
   assert float(aux["retain_loss"]) == 0.0          # T = identity at init
   np.testing.assert_allclose(float(loss), float(0.01 * aux["forget_loss"] + 0.5 * aux["label_ce"]), rtol=1e-5)
+
+
+def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained):
+  task, params = trained
+  stats = api.class_statistics(task.y_train, 3, (1,), 5.0)
+  cfg = {"zero_shot": True, "transform": "linear", "identity_weight": 2.0}
+  p = api.init_params(cfg, jax.random.key(0), params, 8, stats)
+  z = np.asarray(model_lib.encode(MODEL, params, task.x_train[:64]))
+  batch = with_values(lambda step: {"zf": z, "wf": np.ones(64, np.float32)}, 64, **api.batch_values(cfg))(0)
+  loss_fn, plain_fn = api.make_loss_fn(cfg, MODEL), api.make_loss_fn(cfg | {"identity_weight": 0.0}, MODEL)
+  loss, aux = loss_fn(p, batch, jax.random.key(1))
+  assert float(aux["identity_anchor"]) == 0.0                     # T = identity at init
+  np.testing.assert_allclose(float(loss), float(plain_fn(p, batch, jax.random.key(1))[0]), rtol=1e-6)
+  # T = 1.3 I: the anchor is 0.09 E||u||^2 = 0.09 r^2 (r = 5), up to the Monte-Carlo error of 64 probes.
+  scaled = jax.tree.map(lambda a: a, p)
+  scaled["transform"] = jax.tree.map(lambda a: 1.3 * a if a.ndim == 2 else a, p["transform"])
+  _, aux = loss_fn(scaled, batch, jax.random.key(1))
+  np.testing.assert_allclose(float(aux["identity_anchor"]), 0.09 * 25.0, rtol=0.15)
