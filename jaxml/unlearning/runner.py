@@ -68,9 +68,9 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
   if "hidden" in cfg:
     cfg["hidden"] = tuple(cfg["hidden"])
   # The name fixes the target, except for ru_val, whose settings (the target among them) are the caller's.
-  uniform = name in ("ru_uniform", "ru_zs_uniform")
-  target = "uniform" if uniform else cfg.get("target", "mean") if name == "ru_val" else "mean"
-  return cfg | {"zero_shot": name in ("ru_zs", "ru_zs_uniform"), "target": target}
+  target = ("uniform" if name in ("ru_uniform", "ru_zs_uniform")
+            else cfg.get("target", "mean") if name == "ru_val" else "mean")
+  return cfg | {"zero_shot": name in ZERO_SHOT, "target": target}
 
 
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,

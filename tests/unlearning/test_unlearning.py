@@ -135,7 +135,6 @@ def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained)
   assert float(aux["identity_anchor"]) == 0.0                     # T = identity at init
   np.testing.assert_allclose(float(loss), float(plain_fn(p, batch, jax.random.key(1))[0]), rtol=1e-6)
   # T = 1.3 I: the anchor is 0.09 E||u||^2 = 0.09 r^2 (r = 5), up to the Monte-Carlo error of 64 probes.
-  scaled = jax.tree.map(lambda a: a, p)
-  scaled["transform"] = jax.tree.map(lambda a: 1.3 * a if a.ndim == 2 else a, p["transform"])
+  scaled = p | {"transform": jax.tree.map(lambda a: 1.3 * a if a.ndim == 2 else a, p["transform"])}
   _, aux = loss_fn(scaled, batch, jax.random.key(1))
   np.testing.assert_allclose(float(aux["identity_anchor"]), 0.09 * 25.0, rtol=0.15)
