@@ -28,16 +28,18 @@ forget_acc_sweep.png), paper (CIFAR-10 + ResNet via TFDS; accelerator scale).
 """
 
 from configs import common
+from jaxml.unlearning.runner import ANCHOR_DEFAULTS
 
 PRESETS = ("smoke", "small", "paper_cpu", "paper")
 
 BASELINE_METHODS = ("finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun", "scrub",
                     "boundary_shrink", "bad_teacher", "head_only", "emmn", "jit", "sisa", "unsir", "gkt")
 # The paper's comparison (authors' configs): FT, SISA, SCRUB, UNSIR, Bad Teaching, Boundary Shrink;
-# zero-shot EMMN and GKT; plus RU, RU zero-shot, our uniform-target extensions (standard and zero-shot) and RU with beta chosen
+# zero-shot EMMN and GKT; plus RU, RU zero-shot, our uniform-target extensions (standard and zero-shot; zero-shot also with
+# the identity anchor whose weight the run picks from D_f, ru_zs_anchor) and RU with beta chosen
 # on a validation split (ru_val: the authors' grid, selected by issue 13's bar on validation rows).
 PAPER_METHODS = ("finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_shrink", "ru", "ru_val", "ru_uniform",
-                 "emmn", "gkt", "ru_zs", "ru_zs_uniform")
+                 "emmn", "gkt", "ru_zs", "ru_zs_uniform", "ru_zs_anchor")
 
 
 def get_config(arg=None):
@@ -57,7 +59,7 @@ def get_config(arg=None):
   # shared cores; the spec asks 5: seeds=5).
   # paper_cpu: 10 classes x 13 methods per seed; seeds=N to add seeds (each dataset its own job).
   config.seeds = tuple(range(arg.seeds or {"smoke": 1, "small": 3, "paper_cpu": 1, "paper": 1}[preset]))
-  default_methods = PAPER_METHODS if paper_cpu else ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform") + BASELINE_METHODS
+  default_methods = PAPER_METHODS if paper_cpu else ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor") + BASELINE_METHODS
   config.methods = tuple(arg.methods.split("+")) if arg.methods else default_methods
   # The paper's table (paper_summary.md, forget_acc_sweep.png) and the class sweep (class regime:
   # every listed class in turn for each seed; empty = class_forget[seed % 3]).
@@ -99,6 +101,10 @@ def get_config(arg=None):
   config.ru_uniform = dict(ru, zero_shot=False)
   # The same move of the target in the zero-shot regime (from the prior mixture of head rows; no retained data).
   config.ru_zs_uniform = dict(ru, zero_shot=True)
+  # ru_zs_uniform plus the identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the
+  # largest of anchor_grid at which the run's own accuracy on D_f is <= anchor_tol points (runner.ANCHOR_DEFAULTS).
+  anchor = dict(ANCHOR_DEFAULTS)
+  config.ru_zs_anchor = dict(ru, zero_shot=True, **anchor)
   # RU with its grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru.
   # target: "mean" (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
   config.ru_val = dict(ru, zero_shot=False, target="mean")
@@ -132,6 +138,7 @@ def get_config(arg=None):
     config.ru, config.ru_zs = dict(ru_paper, zero_shot=False), dict(ru_paper, zero_shot=True)
     config.ru_uniform = dict(ru_paper, zero_shot=False)
     config.ru_zs_uniform = dict(ru_paper, zero_shot=True)
+    config.ru_zs_anchor = dict(ru_paper, zero_shot=True, **anchor)
     config.ru_val = dict(ru_paper, zero_shot=False, target="mean")
     config.baselines.finetune.update(epochs=10.0, lr=1e-3)
     config.baselines.sisa.update(shards=10)

@@ -72,8 +72,8 @@ def plan(config) -> dict:
   for name, hp in p["settings"].items():     # unknown keys fail here, not mid-run
     if name not in runner.RU_METHODS:
       baselines.hyperparameters("retrain" if name == "original" else name, hp)
-    elif set(hp) - set(api.DEFAULTS):
-      raise common.ConfigError(f"unknown {name} settings {sorted(set(hp) - set(api.DEFAULTS))}")
+    elif set(hp) - runner.setting_keys(name):
+      raise common.ConfigError(f"unknown {name} settings {sorted(set(hp) - runner.setting_keys(name))}")
   p["grids"] = {m: (g["param"], tuple(g["values"])) for m, g in config.grids.items()}
   # Selection score per grid (evaluate.SCORES); a grid without `score` is chosen by Avg. Gap.
   p["grid_scores"] = {m: g.get("score", "avg_gap") for m, g in config.grids.items()}
@@ -378,7 +378,7 @@ def paper_summary(rows: list[dict], methods: list[str]) -> str:
 
 
 def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs",
-                                                          "ru_zs_uniform")):
+                                                          "ru_zs_uniform", "ru_zs_anchor")):
   """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
   the head assigns to the mean representation (the collision) are shaded."""
   import matplotlib.pyplot as plt

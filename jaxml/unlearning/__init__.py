@@ -7,7 +7,8 @@ Start with `run_method(name, settings, model, params0, task, seed=...)`: one sig
 RU zero-shot, RU with the uniform target (`ru_uniform`, our extension: the forget target is the point
 nearest the mean representation where the frozen head is uniform over the retained classes, which
 removes the failure when the head maps the mean to the forgotten class; `ru_zs_uniform` moves the
-zero-shot target the same way, from head rows and class counts only), every baseline (SISA, UNSIR
+zero-shot target the same way, from head rows and class counts only; `ru_zs_anchor` adds an
+identity anchor whose weight it chooses from the forget rows alone), every baseline (SISA, UNSIR
 and GKT included), Retrain and the original model (`ru_val`: RU under settings the caller chose on
 validation); `tune` picks a setting by Avg. Gap, or by any score such as issue 13's bar (`evaluate.scorer`).
 Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and

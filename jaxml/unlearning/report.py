@@ -16,6 +16,7 @@ __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cell
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
           "ru_zs_uniform": "RU zero-shot, uniform target (ext.)",
+          "ru_zs_anchor": "RU zero-shot, uniform target + identity anchor, weight from D_f (ext.)",
           "ru_val": "RU, grid value (grids.ru_val) chosen on validation",
           "sisa": "SISA", "unsir": "UNSIR", "gkt": "GKT (zero-shot)", "finetune": "FT", "grad_ascent": "GA",
           "neggrad_plus": "NegGrad+", "random_labels": "RL", "l1_sparse": "l1-sparse", "salun": "SalUn",

@@ -6,7 +6,7 @@ each baseline, Retrain and the original model, all with the same signature and o
 
 `config` holds the method's settings as a plain dict or ConfigDict (unknown keys are errors):
 the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name; "ru_val"
-takes its target from its settings, default "mean"), the method's
+takes its target from its settings, default "mean"; "ru_zs_anchor" also `ANCHOR_DEFAULTS`), the method's
 `baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
 `tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task, or by
@@ -14,6 +14,7 @@ any other score of the run's metrics (`evaluate.scorer`), `tune_methods` does so
 original model on one forget split and returns each run's metrics and costs (the benchmark's cell).
 """
 
+import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
 
 import jax
@@ -25,7 +26,7 @@ from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
+__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_keys", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
            "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
@@ -35,9 +36,15 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "RunOutput", "run_method", "pre
 # name another (`api.TARGETS`).
 # ru_zs_uniform (our extension): zero-shot RU with the same move of its target (from the prior mixture of
 # head rows), so it needs no retained data either.
-RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_val")
+# ru_zs_anchor (our extension): ru_zs_uniform plus the data-free identity anchor (`api.DEFAULTS`
+# identity_weight), whose weight the run chooses itself from the forget rows alone: the largest value of
+# `anchor_grid` at which the unlearned model's accuracy on D_f is at most `anchor_tol` points (class forgetting,
+# where Retrain's is 0). No retained row, test row or Retrain is read; its cost is that of every try.
+RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
-ZERO_SHOT = ("ru_zs", "ru_zs_uniform") + baselines.ZERO_SHOT_BASELINES
+ZERO_SHOT = ("ru_zs", "ru_zs_uniform", "ru_zs_anchor") + baselines.ZERO_SHOT_BASELINES
+# ru_zs_anchor's own settings (besides the api.DEFAULTS keys): half-decades from 1 down, 1 point of D_f accuracy.
+ANCHOR_DEFAULTS: dict[str, Any] = {"anchor_grid": (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001), "anchor_tol": 1.0}
 
 
 class RunOutput(NamedTuple):
@@ -63,6 +70,48 @@ def predictor(model, cache: MutableMapping[Hashable, Any] | None = None) -> Call
       lambda p, x: (model.apply({"params": p}, x), model_lib.encode(model, p, x))))
 
 
+def setting_keys(name: str) -> frozenset[str]:
+  """The settings an RU method accepts: `api.DEFAULTS`, plus `ANCHOR_DEFAULTS` for ru_zs_anchor."""
+  return frozenset(api.DEFAULTS) | (frozenset(ANCHOR_DEFAULTS) if name == "ru_zs_anchor" else frozenset())
+
+
+def _forget_accuracy(predict: Callable, task: UnlearningTask, chunk: int = 1024) -> float:
+  """% of the forget rows D_f that `predict` assigns their own label (the rows every regime holds)."""
+  rows = np.asarray(task.forget_idx)
+  hits = sum(int(np.sum(np.argmax(np.asarray(predict(task.x_train[rows[i:i + chunk]])[0]), -1)
+                        == np.asarray(task.y_train)[rows[i:i + chunk]])) for i in range(0, rows.size, chunk))
+  return 100.0 * hits / max(rows.size, 1)
+
+
+def _anchor_search(config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *, seed: int,
+                   cache: MutableMapping[Hashable, Any] | None, train_config: Mapping[str, Any] | None) -> RunOutput:
+  """ru_zs_anchor: ru_zs_uniform at each identity weight of `anchor_grid`, largest first, until the forget
+  rows' accuracy is <= `anchor_tol` (else weight 0, plain ru_zs_uniform). Costs are summed over the tries
+  and the accuracy checks; `info` adds the chosen weight, the number of tries and that accuracy."""
+  cfg = dict(ANCHOR_DEFAULTS) | dict(config or {})
+  grid, tol = tuple(float(g) for g in cfg.pop("anchor_grid")), float(cfg.pop("anchor_tol"))
+  if float(cfg.get("identity_weight", 0.0)):
+    raise ValueError("ru_zs_anchor chooses identity_weight from anchor_grid itself; leave identity_weight at 0")
+  if not grid or min(grid) <= 0.0 or tol < 0.0:
+    raise ValueError(f"ru_zs_anchor needs a non-empty anchor_grid of positive weights and anchor_tol >= 0; "
+                     f"got {grid}, {tol}")
+  if not task.forget_classes:
+    raise baselines.NotApplicable("ru_zs_anchor's rule (forget accuracy ~ 0) holds for class forgetting only")
+  t0 = time.perf_counter()
+  steady = steps = 0.0
+  for tries, gamma in enumerate(sorted(grid, reverse=True) + [0.0], start=1):
+    run = run_method("ru_zs_uniform", cfg | {"identity_weight": gamma}, model, params0, task, seed=seed, cache=cache,
+                     train_config=train_config)
+    t_check = time.perf_counter()
+    fa = _forget_accuracy(run.predict, task)
+    steady += run.steady_s + time.perf_counter() - t_check
+    steps += run.num_steps
+    if fa <= tol:
+      break
+  info = dict(run.info or {}) | {"anchor_gamma": gamma, "anchor_tries": float(tries), "anchor_forget_acc": fa}
+  return run._replace(wall_s=time.perf_counter() - t0, steady_s=steady, num_steps=int(steps), info=info)
+
+
 def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
   cfg = dict(config or {})
   if "hidden" in cfg:
@@ -82,6 +131,8 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
   `train_config`: what core.train reads besides the learning rate (optim, log_every, mesh)."""
   if name not in METHODS:
     raise ValueError(f"unknown unlearning method {name!r}; expected one of {', '.join(METHODS)}")
+  if name == "ru_zs_anchor":
+    return _anchor_search(config, model, params0, task, seed=seed, cache=cache, train_config=train_config)
   if name in RU_METHODS:
     cfg = _ru_settings(name, config)
     out = api.unlearn(cfg, model, params0, task.x_train, task.y_train, task.retain_idx, task.forget_idx,

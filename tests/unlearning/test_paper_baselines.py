@@ -106,3 +106,39 @@ def test_ru_zs_uniform_is_zero_shot_and_forgets_with_a_non_colliding_target(setu
 def test_zero_shot_rejects_the_label_term():
   with pytest.raises(ValueError, match="label_weight"):
     api.make_loss_fn({"zero_shot": True, "label_weight": 0.5}, MODEL)
+
+
+def test_ru_zs_anchor_takes_the_largest_weight_that_still_forgets(setup):
+  task, params0, cache = setup
+  x = task.x_train.copy()
+  x[task.retain_idx] = np.nan                     # the choice reads the forget rows only
+  blind = task._replace(x_train=x)
+  cfg = {"batch_size": 16, "min_steps": 80, "hidden": (16,), "lr": 1e-2, "beta": 0.1,
+         "anchor_grid": (100.0, 10.0, 1.0, 0.1, 0.01), "anchor_tol": 2.0}
+  out = runner.run_method("ru_zs_anchor", cfg, MODEL, params0, blind, seed=0, cache=cache)
+  fa, _ = _fa_ra(out, task)
+  gamma, tries = out.info["anchor_gamma"], int(out.info["anchor_tries"])
+  assert fa <= 2.0 and out.info["anchor_forget_acc"] == pytest.approx(fa), (fa, out.info)
+  assert out.num_steps == tries * 80               # every try is paid for
+  base = {k: v for k, v in cfg.items() if not k.startswith("anchor_")}
+  # Every larger grid weight was tried and failed the rule; the chosen one is a grid value (or 0 when none met it).
+  larger = [g for g in cfg["anchor_grid"] if g > gamma]
+  assert tries == len(larger) + 1 and (gamma in cfg["anchor_grid"] or gamma == 0.0)
+  for g in larger:
+    fa_g, _ = _fa_ra(runner.run_method("ru_zs_uniform", base | {"identity_weight": g}, MODEL, params0, blind,
+                                       seed=0, cache=cache), task)
+    assert fa_g > 2.0, (g, fa_g)
+  assert larger, "the largest weight (100) should not forget: the anchor then dominates the forget term"
+
+
+def test_ru_zs_anchor_rejects_a_fixed_weight_and_random_forgetting(setup):
+  task, params0, cache = setup
+  with pytest.raises(ValueError, match="identity_weight"):
+    runner.run_method("ru_zs_anchor", {"identity_weight": 0.1}, MODEL, params0, task, seed=0, cache=cache)
+  with pytest.raises(ValueError, match="anchor_grid"):
+    runner.run_method("ru_zs_anchor", {"anchor_grid": ()}, MODEL, params0, task, seed=0, cache=cache)
+  with pytest.raises(baselines.NotApplicable):
+    runner.run_method("ru_zs_anchor", {}, MODEL, params0, gaussian_task(forget_class=None, forget_rows=np.arange(4)),
+                      seed=0, cache=cache)
+  with pytest.raises(ValueError, match="anchor_tol"):   # unknown to every other RU method
+    runner.run_method("ru_zs_uniform", {"anchor_tol": 1.0}, MODEL, params0, task, seed=0, cache=cache)
