@@ -28,7 +28,7 @@ forget_acc_sweep.png), paper (CIFAR-10 + ResNet via TFDS; accelerator scale).
 """
 
 from configs import common
-from jaxml.unlearning.runner import ANCHOR_DEFAULTS
+from jaxml.unlearning.defaults import ANCHOR_DEFAULTS
 
 PRESETS = ("smoke", "small", "paper_cpu", "paper")
 
@@ -102,7 +102,7 @@ def get_config(arg=None):
   # The same move of the target in the zero-shot regime (from the prior mixture of head rows; no retained data).
   config.ru_zs_uniform = dict(ru, zero_shot=True)
   # ru_zs_uniform plus the identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the
-  # largest of anchor_grid at which the run's own accuracy on D_f is <= anchor_tol points (runner.ANCHOR_DEFAULTS).
+  # largest of anchor_grid at which the run's own accuracy on D_f is <= anchor_tol points (jaxml.unlearning.defaults).
   anchor = dict(ANCHOR_DEFAULTS)
   config.ru_zs_anchor = dict(ru, zero_shot=True, **anchor)
   # RU with its grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru.

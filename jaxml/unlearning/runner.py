@@ -24,6 +24,7 @@ from jaxml import core
 from jaxml.unlearning import api, baselines
 from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.defaults import ANCHOR_DEFAULTS  # ru_zs_anchor's own settings (besides api.DEFAULTS)
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_keys", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
@@ -43,8 +44,6 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_key
 RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs", "ru_zs_uniform", "ru_zs_anchor") + baselines.ZERO_SHOT_BASELINES
-# ru_zs_anchor's own settings (besides the api.DEFAULTS keys): half-decades from 1 down, 1 point of D_f accuracy.
-ANCHOR_DEFAULTS: dict[str, Any] = {"anchor_grid": (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001), "anchor_tol": 1.0}
 
 
 class RunOutput(NamedTuple):
