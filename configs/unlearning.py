@@ -103,8 +103,7 @@ def get_config(arg=None):
   config.ru_zs_uniform = dict(ru, zero_shot=True)
   # ru_zs_uniform plus the identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the
   # largest of anchor_grid at which the run's own accuracy on D_f is <= anchor_tol points (jaxml.unlearning.defaults).
-  anchor = dict(ANCHOR_DEFAULTS)
-  config.ru_zs_anchor = dict(ru, zero_shot=True, **anchor)
+  config.ru_zs_anchor = dict(ru, zero_shot=True, **ANCHOR_DEFAULTS)
   # RU with its grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru.
   # target: "mean" (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
   config.ru_val = dict(ru, zero_shot=False, target="mean")
@@ -138,7 +137,7 @@ def get_config(arg=None):
     config.ru, config.ru_zs = dict(ru_paper, zero_shot=False), dict(ru_paper, zero_shot=True)
     config.ru_uniform = dict(ru_paper, zero_shot=False)
     config.ru_zs_uniform = dict(ru_paper, zero_shot=True)
-    config.ru_zs_anchor = dict(ru_paper, zero_shot=True, **anchor)
+    config.ru_zs_anchor = dict(ru_paper, zero_shot=True, **ANCHOR_DEFAULTS)
     config.ru_val = dict(ru_paper, zero_shot=False, target="mean")
     config.baselines.finetune.update(epochs=10.0, lr=1e-3)
     config.baselines.sisa.update(shards=10)

@@ -74,12 +74,13 @@ def setting_keys(name: str) -> frozenset[str]:
   return frozenset(api.DEFAULTS) | (frozenset(ANCHOR_DEFAULTS) if name == "ru_zs_anchor" else frozenset())
 
 
-def _forget_accuracy(predict: Callable, task: UnlearningTask, chunk: int = 1024) -> float:
+def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
   """% of the forget rows D_f that `predict` assigns their own label (the rows every regime holds)."""
   rows = np.asarray(task.forget_idx)
-  hits = sum(int(np.sum(np.argmax(np.asarray(predict(task.x_train[rows[i:i + chunk]])[0]), -1)
-                        == np.asarray(task.y_train)[rows[i:i + chunk]])) for i in range(0, rows.size, chunk))
-  return 100.0 * hits / max(rows.size, 1)
+  if not rows.size:
+    return 0.0
+  logits = api.batched_apply(lambda x: predict(x)[0], task.x_train[rows])
+  return 100.0 * float(np.mean(np.argmax(logits, -1) == np.asarray(task.y_train)[rows]))
 
 
 def _anchor_search(config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *, seed: int,
