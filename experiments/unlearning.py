@@ -378,21 +378,27 @@ def paper_summary(rows: list[dict], methods: list[str]) -> str:
 
 
 def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs",
-                                                          "ru_zs_uniform", "ru_zs_anchor")):
-  """Forget accuracy per forgotten class for RU, its uniform-target extension and Retrain; the classes
-  the head assigns to the mean representation (the collision) are shaded."""
+                                                          "ru_zs_uniform", "ru_zs_anchor", "emmn", "gkt")):
+  """Per forgotten class, for Retrain, the RU rows and the zero-shot baselines: forget accuracy (top; the
+  classes the head assigns to the mean representation, the collision, shaded) and test accuracy on the
+  retained classes (bottom, the original's dashed), the two sides of issue 13's bar."""
   import matplotlib.pyplot as plt
   datasets = sorted({c.split("/")[0] for c in ul_report.sweep_cells(rows)})
-  fig, axes = plt.subplots(1, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 3.8), squeeze=False)
-  for ax, ds in zip(axes[0], datasets):
-    xs, hit, fa = ul_report.sweep_series(rows, ds, methods)
-    for x in [x for x, h in zip(xs, hit) if h]:
-      ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
-    for m, v in fa.items():
-      ax.plot(xs, v, marker="o", label=ul_report.LABELS.get(m, m))
-    ax.set(title=f"{ds}: shaded = head's class at the mean z", xlabel="forgotten class", ylabel="forget accuracy %",
-           xticks=xs)
-    ax.legend(fontsize=7)
+  n = max(len(datasets), 1)
+  fig, axes = plt.subplots(2, n, figsize=(5.5 * n, 7.6), squeeze=False)
+  panels = (("FA", "forget accuracy %", methods), ("TA_r", "test accuracy, retained classes %", ("original",) + methods))
+  for j, ds in enumerate(datasets):
+    for ax, (key, ylabel, ms) in zip(axes[:, j], panels):
+      xs, hit, vals = ul_report.sweep_series(rows, ds, ms, key)
+      for x in [x for x, h in zip(xs, hit) if h]:
+        ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
+      for m, v in vals.items():
+        style = dict(color="k", linestyle="--") if m == "original" else dict(marker="o")
+        ax.plot(xs, v, label=ul_report.LABELS.get(m, m), **style)
+      ax.set(xlabel="forgotten class", ylabel=ylabel, xticks=xs)
+      ax.legend(fontsize=6)
+    axes[0, j].set_title(f"{ds}: shaded = head's class at the mean z")
+  fig.tight_layout()
   return fig
 
 

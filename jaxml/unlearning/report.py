@@ -90,14 +90,15 @@ def pooled_sweep(rows: list[dict]) -> tuple[list[dict], list[str]]:
   return pooled, [names[d] for d in sorted(names)]
 
 
-def sweep_series(rows: list[dict], dataset: str, methods) -> tuple[list[int], list[bool], dict[str, list[float]]]:
+def sweep_series(rows: list[dict], dataset: str, methods,
+                 key: str = "FA") -> tuple[list[int], list[bool], dict[str, list[float]]]:
   """One dataset's sweep: forgotten classes, whether each is the head's class at the mean z
-  (collision, from the original model's rows), and each method's forget accuracy per class
-  (methods with no rows left out)."""
+  (collision, from the original model's rows), and each method's metric `key` (forget accuracy by
+  default) per class, mean over seeds (methods with no rows left out)."""
   cs = [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]
   hit = [h >= 0.5 for h in _per_cell(rows, cs, "original", "mean_is_forget_class")]
-  fa = {m: _per_cell(rows, cs, m, "FA") for m in methods}
-  return [int(c.split("/")[2]) for c in cs], hit, {m: v for m, v in fa.items() if not all(np.isnan(v))}
+  vals = {m: _per_cell(rows, cs, m, key) for m in methods}
+  return [int(c.split("/")[2]) for c in cs], hit, {m: v for m, v in vals.items() if not all(np.isnan(v))}
 
 
 def _argmax_cell(rows: list[dict], cell: str) -> str:
