@@ -152,7 +152,7 @@ def run(config, workdir: str) -> list[dict]:
                                 member_batches(train, b, member_seed, int(s["num_members"])), seed=member_seed,
                                 chain_key=jax.random.key(p.seed * 7919 + split),
                                 rng=np.random.default_rng([p.seed, split]), steps_per_epoch=per_epoch,
-                                workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh)
+                                workdir=workdir, name=f"members_{dataset}_{split}", mesh=mesh, progress=True)
       for method, (metrics, cost) in results.items():
         extra = "".join(f" {k} {metrics[k]:.4g}" for k in ("valid_lppd", "step_size0", "final_step_size", "eps_spread", "eps_drift",
                                                               "nonfinite", "chains_kept", "lppd_kept") if k in metrics)

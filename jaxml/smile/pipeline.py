@@ -347,12 +347,13 @@ def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, 
 
 
 def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: jax.Array,
-                 rng: np.random.Generator) -> dict[str, Result]:
+                 rng: np.random.Generator, *, progress: str | None = None) -> dict[str, Result]:
   """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only).
 
   Each group's key is `group_key(key, group)`, each chain's id is `combo_chain_ids`, and each method's
   metric draws come from its own generator seeded by one draw from `rng`: a method's rows are the same
-  whether it runs alone or beside other methods or groups.
+  whether it runs alone or beside other methods or groups. `progress`: a name; when given, the main process
+  prints a line as each group (one compiled run of all its chains, minutes at the full budget) starts and ends.
   """
   cfg = _c(cfg)
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
@@ -361,15 +362,27 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
   for group in samplers.groups:
     gkey = group_key(key, group)
     t0 = time.perf_counter()
+    if progress and jax.process_index() == 0:
+      print(f"[{progress}] sampler group {group}: {_group_size(samplers, cfg, group)} ...", flush=True)
     if group in ("mclmc", "mclmc_native"):
       results = {group: _run_mclmc(samplers, cfg, group, members, train, data, gkey, _method_rng(seed, group))}
     else:
       results = _run_sg_group(samplers, cfg, group, members, train, data, gkey, seed)
     wall = time.perf_counter() - t0
+    if progress and jax.process_index() == 0:
+      print(f"[{progress}] sampler group {group}: done in {wall:.1f}s", flush=True)
     for method, (metrics, cost) in results.items():
       cost["wall_s"] = wall * cost.pop("wall_share", 1.0)
       out[method] = (metrics, cost)
   return out
+
+
+def _group_size(samplers: Samplers, cfg: Any, group: str) -> str:
+  """'<chains> chains (<methods x step sizes>)' of a sampler group, for the progress line."""
+  methods, combos, chains = samplers.plans[group]
+  if combos is None:                       # full-batch MCLMC: plans hold its chain count
+    return f"{chains} chains"
+  return f"{int(cfg.num_members) * len(combos)} chains ({len(methods)} method(s) x {len(combos) // len(methods)} step sizes)"
 
 
 def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict[str, Result]:
@@ -434,8 +447,10 @@ def _run_mclmc(samplers, cfg, group, members, train, data, key, rng) -> Result:
 
 def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_batches: Sequence[Callable],
               *, seed: int, chain_key: jax.Array, rng: np.random.Generator, steps_per_epoch: int,
-              workdir: str | None = None, name: str = "members", mesh: Any = None) -> dict[str, Result]:
-  """Ensemble → MAP / DE metrics → every sampler from the members. Total PEG includes the ensemble's."""
+              workdir: str | None = None, name: str = "members", mesh: Any = None,
+              progress: bool = False) -> dict[str, Result]:
+  """Ensemble → MAP / DE metrics → every sampler from the members. Total PEG includes the ensemble's.
+  `progress`: print a line per sampler group as it starts and ends (`sample_split`), under `name`."""
   cfg = _c(cfg)
   members, mcost = fit_ensemble(api.make_method(cfg), member_batches, train_cfg, steps_per_epoch=steps_per_epoch,
                                 valid={"x": data["x_valid"], "y": data["y_valid"]}, seed=seed,
@@ -452,7 +467,8 @@ def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_b
     out["de"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:, None], members), one, None, data, cfg,
                           _method_rng(eval_seed, "de")), {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
   for method, (metrics, cost) in sample_split(samplers, cfg, members, data, chain_key,
-                                              np.random.default_rng(eval_seed)).items():
+                                              np.random.default_rng(eval_seed),
+                                              progress=name if progress else None).items():
     cost["warmstart_peg"] = mcost["peg"]
     cost["peg"] = cost["sampler_peg"] + mcost["peg"]
     out[method] = (metrics, cost)

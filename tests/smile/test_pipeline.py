@@ -56,7 +56,7 @@ def _config(**over):
   return cfg | over
 
 
-def test_run_split_with_a_plain_dict_config(tmp_path):
+def test_run_split_with_a_plain_dict_config(tmp_path, capsys):
   cfg, data = _config(), toy_regression_splits()
   n = len(data["y_train"])
   b, per_epoch, steps = smile.member_plan(cfg, n)
@@ -71,8 +71,10 @@ def test_run_split_with_a_plain_dict_config(tmp_path):
   train_cfg = {"optim": {"name": "adamw", "lr": 1e-2, "weight_decay": 5e-3}, "num_steps": steps, "log_every": steps}
   out = smile.run_split(cfg, train_cfg, samplers, data, [batches(0), batches(1)], seed=0,
                         chain_key=jax.random.key(1), rng=np.random.default_rng(0), steps_per_epoch=per_epoch,
-                        workdir=str(tmp_path))
+                        workdir=str(tmp_path), name="m", progress=True)
   assert list(out) == ["map", "de", "smile_naive", "psmile", "sgld"]
+  lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[m] sampler group")]
+  assert len(lines) == 4 and lines[0].startswith("[m] sampler group smile_family: ") and "done in" in lines[1]
   for method, (metrics, cost) in out.items():
     assert np.isfinite(metrics["lppd"]) and np.isfinite(metrics["rmse"]) and cost["peg"] > 0, method
   assert out["de"][1]["peg"] == 2 * steps * b and out["map"][1]["peg"] == steps * b
