@@ -359,18 +359,19 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
   seed = int(rng.integers(2 ** 63))
   out: dict[str, Result] = {}
+  say = progress if progress and core.is_main_process() else None
   for group in samplers.groups:
     gkey = group_key(key, group)
     t0 = time.perf_counter()
-    if progress and jax.process_index() == 0:
-      print(f"[{progress}] sampler group {group}: {_group_size(samplers, cfg, group)} ...", flush=True)
+    if say:
+      print(f"[{say}] sampler group {group}: {_group_size(samplers, cfg, group)} ...", flush=True)
     if group in ("mclmc", "mclmc_native"):
       results = {group: _run_mclmc(samplers, cfg, group, members, train, data, gkey, _method_rng(seed, group))}
     else:
       results = _run_sg_group(samplers, cfg, group, members, train, data, gkey, seed)
     wall = time.perf_counter() - t0
-    if progress and jax.process_index() == 0:
-      print(f"[{progress}] sampler group {group}: done in {wall:.1f}s", flush=True)
+    if say:
+      print(f"[{say}] sampler group {group}: done in {wall:.1f}s", flush=True)
     for method, (metrics, cost) in results.items():
       cost["wall_s"] = wall * cost.pop("wall_share", 1.0)
       out[method] = (metrics, cost)
@@ -382,7 +383,7 @@ def _group_size(samplers: Samplers, cfg: Any, group: str) -> str:
   methods, combos, chains = samplers.plans[group]
   if combos is None:                       # full-batch MCLMC: plans hold its chain count
     return f"{chains} chains"
-  return f"{int(cfg.num_members) * len(combos)} chains ({len(methods)} method(s) x {len(combos) // len(methods)} step sizes)"
+  return f"{int(cfg.num_members) * len(combos)} chains ({len(methods)} method(s) x {len(step_grid(cfg, group))} step sizes)"
 
 
 def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict[str, Result]:

@@ -29,8 +29,8 @@ def test_sweep_series_marks_the_colliding_class_and_averages_seeds():
   assert xs == [0, 2, 10] and hit == [False, True, False]
   assert list(fa) == ["ru"]                     # a method without rows is left out
   np.testing.assert_allclose(fa["ru"], [1.0, 61.0, 1.0])
-  _, _, orig = report.sweep_series(_sweep_rows(), "d", ("original", "ru"), key="FA")   # any metric key
-  assert list(orig) == ["original", "ru"] and orig["original"] == [100.0, 100.0, 100.0]
+  _, _, pmax = report.sweep_series(_sweep_rows(), "d", ("original", "ru"), key="head_mean_pmax")   # another key
+  assert list(pmax) == ["original"] and pmax["original"] == [0.7, 0.7, 0.7]     # ru's rows have no such metric
 
 
 def test_forget_acc_table_splits_colliding_and_other_classes():
