@@ -5,8 +5,12 @@ with the same-batch energy error (ℓ_old, g_old re-evaluated on the current bat
 `energy_var` tuner sees it) and records every step's ΔE, log σ and ε. Prints, per ε and window
 of steps, the mean, median and 10 %-trimmed mean of ΔE²/d, the share of Σ ΔE² carried by the top
 1 % of steps, the median log σ, and the test / validation LPPD of the chains' last 20 % of steps.
+It also prints the median of the virial temperature T̂ = −(θ − θ₀)·∇log p̂/d per ε and window (the signal of
+`tuner="virial"`; 1 under the target). `--family_tuner ref` runs the plain naive step (ℓ_old from the previous
+batch, as `psmile_naive` in the experiment) instead of the same-batch one.
 
   python -m benchmarks.smile_energy_probe [--dataset energy] [--split 1] [--steps 10000] [--members 5]
+      [--family_tuner ref --eps 1e-3,5e-4,2.5e-4,1.25e-4 --steps 40000]
 """
 
 import argparse
@@ -16,12 +20,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from configs import smile_uci as smile_cfg
 from experiments import smile_uci
 from jaxml import smile
 from jaxml.data import offline
-from jaxml.smile import api, kernel, pipeline, targets
+from jaxml.smile import adaptation, api, kernel, pipeline, targets
 
 
 def main() -> None:
@@ -32,6 +37,7 @@ def main() -> None:
   ap.add_argument("--members", type=int, default=5)
   ap.add_argument("--eps", default="3e-2,1e-2,3e-3,1e-3,3e-4,1e-4")
   ap.add_argument("--out", default="")
+  ap.add_argument("--family_tuner", default="energy_var", choices=("energy_var", "ref"))
   args = ap.parse_args()
   config = smile_cfg.get_config(f"ref:datasets={args.dataset},splits={args.split},methods=de+psmile_naive,"
                                 f"members={args.members}")
@@ -52,12 +58,13 @@ def main() -> None:
   model = api.make_model(pipeline._c(s))
   logd = targets.make_minibatch_logdensity(model.apply, data_size=n, prior_scale=1.0, floor_scale=True)
   opts = pipeline._smile_options(pipeline._c(s))
-  fam = kernel.smile_family(logd, step_size=1e-3, tuner="energy_var", **opts)
+  fam = kernel.smile_family(logd, step_size=1e-3, tuner=args.family_tuner, **opts)
   grid = [float(e) for e in args.eps.split(",")]
   k = args.members
   eps0 = jnp.repeat(jnp.asarray(grid, jnp.float32), k)
   c = eps0.shape[0]
   starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(grid)), members)
+  flat_starts = jax.vmap(lambda p: ravel_pytree(p)[0])(starts)
   b = pipeline.sampler_batch_size(pipeline._c(s), n)
   per = n // b
   x, y = jnp.asarray(data["x_train"]), jnp.asarray(data["y_train"])
@@ -83,7 +90,10 @@ def main() -> None:
       e, j = t // per, t % per
       pm = jax.lax.cond(j == 0, lambda: perms(e), lambda: pm)
       st, info = jax.vmap(fam.step)(jax.random.split(jax.random.fold_in(key, 10 ** 6 + t), c), st, batch(pm, j))
-      return (st, pm), (info.energy_change, st.integrator.position["log_sigma"], info.nonans)
+      flat = jax.vmap(lambda p, g: (ravel_pytree(p)[0], ravel_pytree(g)[0]))(st.integrator.position,
+                                                                             st.integrator.logdensity_grad)
+      temp = jax.vmap(adaptation.virial_temperature)(flat[0] - flat_starts, flat[1])
+      return (st, pm), (info.energy_change, st.integrator.position["log_sigma"], info.nonans, temp)
 
     def block(carry, s0):
       carry, rec = jax.lax.scan(step, carry, 1 + s0 * thin + jnp.arange(thin))
@@ -93,7 +103,7 @@ def main() -> None:
     return rec, pos
 
   t0 = time.perf_counter()
-  (de, log_sigma, ok), pos = jax.block_until_ready(run(jax.random.key(7)))
+  (de, log_sigma, ok, temp), pos = jax.block_until_ready(run(jax.random.key(7)))
   print(f"chains: {c} x {args.steps} steps, {time.perf_counter() - t0:.1f}s", flush=True)
   de = np.asarray(de).reshape(-1, c)                     # [T, C]
   log_sigma = np.asarray(log_sigma).reshape(-1, c)
@@ -114,6 +124,14 @@ def main() -> None:
       top = srt[-max(len(srt) // 100, 1):].sum() / max(srt.sum(), 1e-30)
       print(f"| {eps:.0e} | {a}-{z} | {v.mean():.3g} | {np.median(v):.3g} | {srt[lo:hi].mean():.3g} | {top:.2f} | "
             f"{np.median(log_sigma[a:z, sl]):.3f} | {int((~ok[a:z, sl]).sum())} |")
+  temp = np.asarray(temp).reshape(-1, c)
+  print("| ε | steps | median T̂ (virial temperature, 1 under the target) | mean T̂ |")
+  print("|---|---|---|---|")
+  t_windows = [(i * t // 4, (i + 1) * t // 4) for i in range(4)]
+  for g, eps in enumerate(grid):
+    sl = slice(g * k, (g + 1) * k)
+    for a, z in t_windows:
+      print(f"| {eps:.2e} | {a}-{z} | {np.median(temp[a:z, sl]):.3g} | {np.mean(temp[a:z, sl]):.3g} |")
   kept = slice(keep_from // thin, None)
   predict = jax.jit(lambda ps, xx: targets.predict(model.apply, ps, xx))
   print("| ε | test LPPD (last 20 %) | valid LPPD |")

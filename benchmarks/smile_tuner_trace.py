@@ -1,12 +1,13 @@
-"""ε trace of tuned pSMILE with `tuner="energy_quantile"` on one `ref` (dataset, split) at a budget scale.
+"""ε trace of tuned pSMILE (`tuner="energy_quantile"` or `"virial"`) on one `ref` (dataset, split) at a budget scale.
 
-Trains the `ref` members, runs one tuned chain per member at the `ref` schedule of `psmile_eq`
-(3 batch gradients per step, equal PEG), and prints ε every 1/20 of the warmup, the frozen ε, resets,
+Trains the `ref` members, runs one tuned chain per member at the `ref` schedule of `psmile_eq` / `psmile_vt`
+(3 / 2 batch gradients per step, equal PEG), and prints ε every 1/20 of the warmup, the frozen ε, resets,
 `eps_drift`, the final log σ, the preconditioner's largest velocity scale c and the test LPPD.
 `--set key=value` overrides TunerConfig fields; `--clamp` turns the [0.1, 10] clamp on r on.
 
   python -m benchmarks.smile_tuner_trace [--dataset energy] [--eps0 1e-3] [--clamp] [--set quantile_gain=0.03]
       [--preset uci11 --dataset naval --member_epochs 50] [--set pool_chains=1 --set pool_stat=midmean]
+      [--tuner virial --set pool_chains=1 --set quantile_gain=0.02 --set decay_steps=100]
 """
 
 import argparse
@@ -39,6 +40,7 @@ def main() -> None:
   ap.add_argument("--budget_scale", type=float, default=0.2)
   ap.add_argument("--eps0", type=float, default=1e-3)
   ap.add_argument("--clamp", action="store_true")
+  ap.add_argument("--tuner", default="energy_quantile", choices=("energy_quantile", "virial"))
   ap.add_argument("--set", action="append", default=[])
   ap.add_argument("--preset", default="ref", help="configs/smile_uci.py preset (ref or uci11)")
   ap.add_argument("--member_epochs", type=int, default=0, help="> 0: member epochs (as uci11's reduced runs)")
@@ -60,11 +62,12 @@ def main() -> None:
       valid={"x": data["x_valid"], "y": data["y_valid"]}, seed=seed, batch_size=b_m)
   b = pipeline.sampler_batch_size(s, n)
   budget = int(s.budget_steps) * 2 * b
-  total, warm, kept, thin = pipeline.schedule(budget, 3 * b, s.warmup_frac, int(s.num_samples))
   model = api.make_model(s)
   logd = targets.make_minibatch_logdensity(model.apply, data_size=n, prior_scale=s.prior_scale, floor_scale=True)
   opts = pipeline._smile_options(s)
-  sampler = kernel.psmile(logd, step_size=args.eps0, tuned=True, tuner="energy_quantile",
+  grads = kernel.psmile(logd, step_size=args.eps0, tuned=True, tuner=args.tuner).grads_per_step
+  total, warm, kept, thin = pipeline.schedule(budget, grads * b, s.warmup_frac, int(s.num_samples))
+  sampler = kernel.psmile(logd, step_size=args.eps0, tuned=True, tuner=args.tuner,
                           adapt_steps=warm - warm % thin, **opts, **over)
   runner = chains.make_chain_runner(chains.smile_chain_kernel(sampler), num_chains=k, data_size=n, batch_size=b,
                                     num_warmup=warm, num_samples=kept, thin=thin)

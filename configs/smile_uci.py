@@ -40,10 +40,10 @@ UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "na
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
-# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (three tuners: ref, energy_var,
-# energy_quantile) beside it.
-REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_ev", "psmile_eq", "sgld", "csgld",
-               "sghmc", "mclmc_native")
+# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (four tuners: ref, energy_var,
+# energy_quantile, virial) beside it.
+REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
+               "sgld", "csgld", "sghmc", "mclmc_native")
 REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
 
 
@@ -94,6 +94,16 @@ def get_config(arg=None):
     # h50 (same rule, docs/results/smile.md): "midmean" (the middle half of the chains by recent crossing rate) over
     # "mean" (all chains): lower drift on naval, higher validation LPPD on energy and airfoil.
     s.eq_pool_stat = "midmean"
+  if "psmile_vt" in methods:     # tuned pSMILE, tuner="virial": one ε₀, no grid
+    s.vt_step_size = (1e-3,)
+    # Median of T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1: T̂ ≈ 1 below the ε where chains start to run hot, so a
+    # target of exactly 1 has no drive there (chosen on a 50-d Gaussian, tests/smile/test_virial_tuner.py).
+    s.vt_target = 1.1
+    # γ₀ chosen on energy split 1's ε traces (drift and path only, no LPPD): 1e-3 overshot to 1.7e-4 (T̂ lags ε by
+    # 10k+ steps; drift 2.58), 1e-4 barely left ε₀ (8.7e-4), 3e-4 went to 6.5e-4 (drift 1.26); docs/results/smile.md.
+    s.vt_gain = 3e-4             # Robbins–Monro gain γ₀ on log ε (±0.015 % per step when all chains agree)
+    s.vt_decay_steps = 0         # 0: classic γ₀ (W/2)/t over the second half (a gain that can still move ε)
+    s.vt_settle_frac = 0.25      # ε held at ε₀ over the first quarter of the warmup (chains travel from the members)
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
@@ -138,7 +148,7 @@ def get_config(arg=None):
   s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_clamp"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt", "psmile_clamp"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:

@@ -44,6 +44,14 @@ A step with x > divergence_factor · τ is a divergence: it is reverted like a r
 (θ, ℓ, g restored, u zeroed; the preconditioner does not see its gradient), in every phase. Without
 this guard a catastrophic step (x ~ 1e10 on UCI without the r clamp) feeds its gradient into the
 preconditioner, whose scales then make the next steps catastrophic too, and ε runs to its floor.
+"virial" (ours, sixth design of issue 19) steers a different absolute quantity: the configurational temperature
+T̂ = −(θ − θ₀)·∇log p̂(θ)/d, whose expectation under the target is exactly 1 (integration by parts), with or
+without minibatch noise. Chains that run hot for their ε show T̂ > 1; below that step size T̂ ≈ 1. The same
+Robbins–Monro machinery (pooling, gain schedule, average, freeze) moves log ε by ±γ/2 by the sign of
+T̂ − virial_target, after a settle phase (settle_frac of the warmup) in which the chains travel from their
+starts and T̂ is not yet an equilibrium reading. It needs no extra gradient. Known limit: at small d the skew of
+T̂ keeps its median below 1 at every ε (and chains can run cold, not hot, at large ε), so ε has no stop
+(tests/smile/test_virial_tuner.py, strict xfail).
 """
 
 from typing import Any, Callable, NamedTuple
@@ -58,7 +66,8 @@ from jax.scipy.special import ndtri
 
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
-    "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "PrecondConfig", "PrecondState", "precond_init", "precond_update",
+    "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "virial_temperature", "virial_update",
+    "PrecondConfig", "PrecondState", "precond_init", "precond_update",
     "precond_inverse_mass", "mile_warmup", "CHAIN_AXIS", "POOL_STATS", "pool_over_chains",
 ]
 
@@ -76,17 +85,19 @@ class TunerConfig(NamedTuple):
   eps_min: float = 1e-8
   eps_max: float = 10.0
   eps_floor_frac: float = 0.01    # ε ≥ eps_floor_frac · ε₀  [inferred guardrail]
-  tuner: str = "ref"              # "ref" (Gamma-quantile rule), "energy_var" or "energy_quantile" (absolute)
+  tuner: str = "ref"              # "ref" (Gamma-quantile rule), "energy_var", "energy_quantile" or "virial" (absolute)
   target_energy_var: float = 5e-4  # energy_var / energy_quantile: target of E[ΔE²]/d on the same batch
   energy_var_rate: float = 0.05   # energy_var: EMA rate of ΔE²/d
   energy_var_gain: float = 0.01   # energy_var: gain of the log-ε controller (per step)
   energy_quantile: float = 0.99   # energy_quantile: the quantile q of ΔE²/d that is steered to τ
-  quantile_gain: float = 0.1      # energy_quantile: Robbins–Monro gain γ₀ on log ε
-  adapt_steps: int = 0            # energy_quantile: tuning steps, then ε frozen at the average (0: never)
-  decay_steps: int = 0            # energy_quantile: t₀ of the gain γ₀/(1 + (t − h)/t₀) after h = adapt_steps/2 (0: γ₀h/t)
-  pool_chains: bool = False       # energy_quantile: one ε per ε₀ from the chain-averaged signal (needs CHAIN_AXIS)
-  pool_stat: str = "mean"         # energy_quantile pooled: "mean" over all chains or "midmean" (middle half by EMA)
-  pool_window: float = 200.0      # energy_quantile, pool_stat="midmean": EMA length (steps) of each chain's signal
+  quantile_gain: float = 0.1      # energy_quantile / virial: Robbins–Monro gain γ₀ on log ε
+  adapt_steps: int = 0            # energy_quantile / virial: tuning steps, then ε frozen at the average (0: never)
+  decay_steps: int = 0            # energy_quantile / virial: t₀ of the gain γ₀/(1 + (t − h)/t₀) after h = adapt_steps/2 (0: γ₀h/t)
+  pool_chains: bool = False       # energy_quantile / virial: one ε per ε₀ from the chain-averaged signal (needs CHAIN_AXIS)
+  pool_stat: str = "mean"         # energy_quantile / virial pooled: "mean" over all chains or "midmean" (middle half by EMA)
+  pool_window: float = 200.0      # pool_stat="midmean": EMA length (steps) of each chain's signal
+  virial_target: float = 1.1      # virial: the target median of T̂ (1 = exact; 10 % excess tolerated, see virial_update)
+  settle_frac: float = 0.0        # energy_quantile / virial: ε held at ε₀ while t ≤ settle_frac · adapt_steps
   resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
   divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
   nonfinite_halving: bool = True  # naive kernels: halve ε on a non-finite step (False: reference, count only)
@@ -200,31 +211,28 @@ def pool_over_chains(value: jax.Array, key: jax.Array, rank_by: jax.Array | None
   return jnp.sum(jnp.where(same, values, 0.0)) / jnp.sum(same)
 
 
-def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: int, state: TunerState,
-                           cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array,
-                           logdensity_scale: jax.Array | float = 0.0,
-                           pool_key: jax.Array | None = None) -> tuple[jax.Array, TunerState]:
-  """The "energy_quantile" rule: (ε, state) after one step; state.mean holds the running average of log ε
-  over the averaging half (t > adapt_steps / 2), state.std this chain's EMA of its signal (only with
-  pool_stat="midmean"), state.t counts steps from 1.
+def _robbins_monro(step_size: jax.Array, signal: jax.Array, nonfinite: jax.Array, state: TunerState,
+                   cfg: TunerConfig, initial_step_size: jax.Array, pool_key: jax.Array | None
+                   ) -> tuple[jax.Array, TunerState]:
+  """log ε ← log ε + γ_t · signal (pooled over chains with `cfg.pool_chains`), then average and freeze.
 
-  With `cfg.pool_chains` the signal and the non-finite flag are pooled over the chains with the same
-  `pool_key` (float [k], e.g. (ε₀, variant)) along CHAIN_AXIS (see `pool_over_chains`): over all of
-  them, or (pool_stat="midmean") over the middle half ranked by each chain's EMA of its signal.
+  The shared machinery of "energy_quantile" and "virial": pooling (mean or midmean by each chain's EMA of its
+  signal, kept in state.std), the gain schedule (γ₀ up to h = adapt_steps/2, then γ₀h/t or the restarted
+  γ₀/(1 + (t − h)/t₀)), halving on a non-finite step, the floor, and the average of log ε over (h, W] at which
+  ε is frozen at t = W (adapt_steps = 0: constant gain, never frozen). state.mean holds that average. With
+  settle_frac > 0, ε stays at ε₀ (non-finite halving included) for the first settle_frac · W steps: a signal
+  that is an equilibrium property (the virial temperature) says nothing while the chains still travel from
+  their starts.
   """
   t = state.t
   horizon = cfg.adapt_steps
   half = max(horizon // 2, 1)
   tf = t.astype(jnp.float32)
-  below = ~nonfinite & (energy_change ** 2 / dim <= energy_quantile_threshold(cfg))
-  # |ΔE| within `resolution_ulps` float32 ulps of |ℓ| is rounding, not integration error: no evidence to grow ε.
-  resolved = jnp.abs(energy_change) > cfg.resolution_ulps * 2.0 ** -23 * logdensity_scale
-  signal = jnp.where(below, resolved * (1.0 - cfg.energy_quantile), -cfg.energy_quantile)
   smoothed = state.std
   if cfg.pool_chains:
     key = jnp.atleast_1d(jnp.asarray(initial_step_size if pool_key is None else pool_key, jnp.float32))
     rank_by = None
-    if cfg.pool_stat == "midmean":   # rank the chains by their own recent crossing-rate signal
+    if cfg.pool_stat == "midmean":   # rank the chains by their own recent signal
       smoothed = rank_by = state.std + (signal - state.std) / cfg.pool_window
     signal = pool_over_chains(signal, key, rank_by)
     nonfinite = pool_over_chains(nonfinite.astype(jnp.float32), key, rank_by) > 0
@@ -234,6 +242,8 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
     decay = 1.0 / (1.0 + jnp.maximum(tf - half, 0.0) / cfg.decay_steps)
   else:
     decay = jnp.minimum(1.0, half / tf)
+  if cfg.settle_frac > 0 and horizon > 0:
+    decay = decay * (tf > cfg.settle_frac * horizon)
   log_eps = jnp.log(step_size) + cfg.quantile_gain * decay * signal
   log_eps = jnp.where(nonfinite, jnp.log(step_size * 0.5), log_eps)
   lo = jnp.log(jnp.maximum(cfg.eps_min, cfg.eps_floor_frac * initial_step_size))
@@ -247,6 +257,53 @@ def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: 
   new = TunerState(mean=jnp.where(adapting, avg, state.mean).astype(jnp.float32), std=smoothed.astype(jnp.float32),
                    t=t + 1)
   return eps.astype(jnp.float32), new
+
+
+def energy_quantile_update(step_size: jax.Array, energy_change: jax.Array, dim: int, state: TunerState,
+                           cfg: TunerConfig, initial_step_size: jax.Array, nonfinite: jax.Array,
+                           logdensity_scale: jax.Array | float = 0.0,
+                           pool_key: jax.Array | None = None) -> tuple[jax.Array, TunerState]:
+  """The "energy_quantile" rule: (ε, state) after one step; state.mean holds the running average of log ε
+  over the averaging half (t > adapt_steps / 2), state.std this chain's EMA of its signal (only with
+  pool_stat="midmean"), state.t counts steps from 1.
+
+  With `cfg.pool_chains` the signal and the non-finite flag are pooled over the chains with the same
+  `pool_key` (float [k], e.g. (ε₀, variant)) along CHAIN_AXIS (see `pool_over_chains`): over all of
+  them, or (pool_stat="midmean") over the middle half ranked by each chain's EMA of its signal.
+  """
+  below = ~nonfinite & (energy_change ** 2 / dim <= energy_quantile_threshold(cfg))
+  # |ΔE| within `resolution_ulps` float32 ulps of |ℓ| is rounding, not integration error: no evidence to grow ε.
+  resolved = jnp.abs(energy_change) > cfg.resolution_ulps * 2.0 ** -23 * logdensity_scale
+  signal = jnp.where(below, resolved * (1.0 - cfg.energy_quantile), -cfg.energy_quantile)
+  return _robbins_monro(step_size, signal, nonfinite, state, cfg, initial_step_size, pool_key)
+
+
+def virial_temperature(offset: jax.Array, logdensity_grad: jax.Array) -> jax.Array:
+  """T̂ = −(θ − θ₀)·∇log p̂(θ) / d, the configurational (virial) temperature of one state; `offset` = θ − θ₀.
+
+  Under any target π ∝ e^{−U} that vanishes fast enough at infinity, integration by parts gives
+  E_π[(θ_i − c_i) ∂_i U] = 1 for every coordinate and any constant c, so E_π[T̂] = 1 exactly; a minibatch
+  gradient is unbiased, so its noise does not move the mean. A sampler whose chains run hot (too large ε for
+  the gradient noise) shows T̂ > 1. The kernel takes c = θ₀, the chain's start: a constant, so no bias, and
+  close to the posterior mass, so (θ − θ₀)·noise stays small (with c = 0 a posterior mean far from 0 in units
+  of the posterior scale lets the minibatch noise swamp T̂). A running mean of θ would be closer still but is
+  correlated with θ and biases T̂ low.
+  """
+  return -jnp.vdot(offset, logdensity_grad) / offset.shape[0]
+
+
+def virial_update(step_size: jax.Array, temperature: jax.Array, state: TunerState, cfg: TunerConfig,
+                  initial_step_size: jax.Array, nonfinite: jax.Array, pool_key: jax.Array | None = None
+                  ) -> tuple[jax.Array, TunerState]:
+  """The "virial" rule: a Robbins–Monro median tracker that steers T̂ (see `virial_temperature`) to the
+  absolute target `virial_target`: signal +½ when T̂ ≤ target, −½ above or on a non-finite step, so ε is
+  stationary where the (pooled) median of T̂ is the target. The sign makes it robust to the heavy tail of T̂
+  (rare steps with huge minibatch gradients); the rest is `_robbins_monro`. T̂ ≈ 1 for every ε below the
+  step size where the chains start to run hot, so a target of exactly 1 gives no drive there (ε random-walks);
+  the default 1.1 tolerates a 10 % excess temperature and makes ε climb to that edge and stay.
+  """
+  signal = jnp.where(~nonfinite & (temperature <= cfg.virial_target), 0.5, -0.5)
+  return _robbins_monro(step_size, signal, nonfinite, state, cfg, initial_step_size, pool_key)
 
 
 class PrecondConfig(NamedTuple):

@@ -36,7 +36,7 @@ from jaxml.smile import adaptation as adapt
 __all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "smile_family", "make_integrator", "GRAD_CLIP"]
 
 GRAD_CLIP = 1e6
-TUNERS = ("ref", "energy_var", "energy_quantile")
+TUNERS = ("ref", "energy_var", "energy_quantile", "virial")
 
 
 class SmileState(NamedTuple):
@@ -49,6 +49,7 @@ class SmileState(NamedTuple):
   precond: adapt.PrecondState
   variant: jax.Array              # bool [2]: (preconditioned, tuned); read only by `smile_family`
   clamp: jax.Array                # bool: r clamped to the PrecondConfig's [r_min, r_max]; read only by `smile_family`
+  anchor: Any = None              # tuner="virial": the raveled start θ₀, the centre of T̂ = −(θ − θ₀)·∇log p̂/d
 
   @property
   def position(self) -> Any:
@@ -147,6 +148,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   if tuner.pool_stat not in adapt.POOL_STATS:
     raise ValueError(f"pool_stat must be one of {adapt.POOL_STATS}, got {tuner.pool_stat!r}")
   same_batch_tuner = (dynamic or tuned) and tuner.tuner in ("energy_var", "energy_quantile")
+  virial = (dynamic or tuned) and tuner.tuner == "virial"
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
     target = _bind(logdensity_fn, minibatch)
@@ -158,7 +160,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     variant = jnp.array([True if precondition is None else precondition, True if tuned is None else tuned])
     eps0 = jnp.asarray(step_size, jnp.float32)
     return SmileState(integrator=state, step_size=eps0, initial_step_size=eps0, tuner=adapt.tuner_init(),
-                      precond=adapt.precond_init(dim), variant=variant, clamp=jnp.asarray(clamp, bool))
+                      precond=adapt.precond_init(dim), variant=variant, clamp=jnp.asarray(clamp, bool),
+                      anchor=ravel_pytree(position)[0] if virial else None)
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
     # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
@@ -216,6 +219,15 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                                                             state.initial_step_size, ~ok, scale, pool_key)
       eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
       tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
+    elif virial:
+      # No extra gradient: T̂ = −(θ − θ₀)·g/d of the new state, with the gradient the step has already evaluated.
+      reset = jnp.zeros((), bool)
+      temperature = adapt.virial_temperature(new.position - state.anchor, new.logdensity_grad)
+      pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
+      eps_tuned, tun_tuned = adapt.virial_update(eps, temperature, state.tuner, tuner, state.initial_step_size, ~ok,
+                                                 pool_key)
+      eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
+      tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
     elif dynamic or tuned:
       q_reset, _, _ = adapt.tuner_thresholds(state.tuner, tuner)
       reset = use_tuner & ok & (state.tuner.t >= tuner.freeze_steps) & (abs_de > q_reset)
@@ -246,7 +258,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                      energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
     out = integrators.IntegratorState(unravel(out.position), unravel(out.momentum), out.logdensity,
                                       unravel(out.logdensity_grad))
-    return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant, state.clamp), info
+    return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant, state.clamp, state.anchor), info
 
   return Sampler(init, step, 3 if same_batch_tuner else 2)
 
@@ -273,7 +285,9 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       `adapt_steps` (the warmup length) so that ε is averaged and frozen, `decay_steps` for the
       restarted gain of the second half and `pool_chains=True` for one ε per ε₀ over the chains
       (then vmap the step with axis_name=adaptation.CHAIN_AXIS, as the chain runner does; see `adaptation`),
-      `pool_stat="midmean"` to pool robustly to chains with heavy-tailed energy errors.
+      `pool_stat="midmean"` to pool robustly to chains with heavy-tailed energy errors. `tuner="virial"` steers
+      the median of the configurational temperature T̂ = −(θ − θ₀)·∇log p̂/d to `virial_target` (1.1) with the
+      same Robbins–Monro machinery, after `settle_frac` of `adapt_steps` (no extra gradient; `adaptation`).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
     clamp: clamp the preconditioner's normalised scale r to [precond.r_min, precond.r_max] (off: the

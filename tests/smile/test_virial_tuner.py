@@ -1,0 +1,119 @@
+"""The `virial` step-size tuner: the median of the configurational temperature T̂ = −θ·∇log p/d steered to 1."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxml.smile import adaptation as adapt
+from jaxml.smile import chains, checks, kernel
+
+
+def _gaussian(mean: np.ndarray, std: np.ndarray):
+  return lambda theta: -0.5 * jnp.sum(((theta - mean) / std) ** 2)
+
+
+def test_virial_temperature_is_one_under_the_target_and_detects_a_hot_sampler():
+  """Exact draws of an anisotropic Gaussian with a non-zero mean give E[T̂] = 1; draws 1.5× too wide (a 'hot'
+  sampler) give 1.5² = 2.25, draws 0.8× too narrow 0.64: T̂ measures the spread, whatever the scales."""
+  d = 20
+  rng = np.random.default_rng(0)
+  mean, std = rng.normal(size=d).astype(np.float32), np.exp(rng.normal(size=d)).astype(np.float32)
+  grad = jax.grad(_gaussian(mean, std))
+  for factor, expected in ((1.0, 1.0), (1.5, 2.25), (0.8, 0.64)):
+    draws = mean + factor * std * rng.standard_normal((20000, d)).astype(np.float32)
+    temps = jax.vmap(lambda th: adapt.virial_temperature(th, grad(th)))(jnp.asarray(draws))
+    np.testing.assert_allclose(float(jnp.mean(temps)), expected, rtol=0.05)
+
+
+def _update(eps, temp, t, cfg, *, nonfinite=False):
+  state = adapt.TunerState(jnp.float32(0.0), jnp.float32(0.0), jnp.int32(t))
+  return adapt.virial_update(jnp.float32(eps), jnp.float32(temp), state, cfg, jnp.float32(1.0), jnp.bool_(nonfinite))
+
+
+def test_update_rule_grows_when_cold_shrinks_when_hot_and_settles_first():
+  cfg = adapt.TunerConfig(tuner="virial", quantile_gain=0.1, adapt_steps=100, settle_frac=0.2)
+  np.testing.assert_allclose(_update(0.1, 0.7, 30, cfg)[0], 0.1 * math.exp(0.05), rtol=1e-5)     # cold: grow γ₀/2
+  np.testing.assert_allclose(_update(0.1, 3.0, 30, cfg)[0], 0.1 * math.exp(-0.05), rtol=1e-5)    # hot: shrink γ₀/2
+  np.testing.assert_allclose(_update(0.1, 1e9, 30, cfg)[0], 0.1 * math.exp(-0.05), rtol=1e-5)    # the sign: no tail
+  np.testing.assert_allclose(_update(0.1, 0.7, 30, cfg, nonfinite=True)[0], 0.05, rtol=1e-6)     # halve
+  np.testing.assert_allclose(_update(0.1, 3.0, 20, cfg)[0], 0.1, rtol=1e-6)                      # settle: held
+  np.testing.assert_allclose(_update(0.1, 3.0, 20, cfg, nonfinite=True)[0], 0.05, rtol=1e-6)     # ... but halved
+  np.testing.assert_allclose(_update(0.1, 0.7, 30, cfg._replace(virial_target=0.5))[0], 0.1 * math.exp(-0.05), rtol=1e-5)
+
+
+def _run(sampler, check, starts, steps, batch=None):
+  """(ε per step, T̂ per step) of chains vmapped with CHAIN_AXIS; minibatches drawn with replacement when `batch`
+  is given, else the check's full data."""
+  n = check.data["y"].shape[0]
+
+  def one(pos, key):
+    data = check.data if batch is None else {"x": check.data["x"][:batch], "y": check.data["y"][:batch]}
+    state = sampler.init(pos, data, key)
+    batches = jax.random.randint(jax.random.fold_in(key, 1), (steps, batch or 1), 0, n)
+
+    def body(st, inp):
+      k, idx = inp
+      mb = check.data if batch is None else {"x": check.data["x"][idx], "y": check.data["y"][idx]}
+      st, info = sampler.step(k, st, mb)
+      return st, (info.step_size, adapt.virial_temperature(st.position - pos, st.integrator.logdensity_grad))
+
+    return jax.lax.scan(body, state, (jax.random.split(key, steps), batches))[1]
+
+  eps, temp = jax.jit(jax.vmap(one, axis_name=adapt.CHAIN_AXIS))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
+  return np.asarray(eps), np.asarray(temp)
+
+
+def _starts(check, chains_: int = 4):
+  return jnp.asarray(check.ref_mean, jnp.float32) + 0.5 * jnp.asarray(check.ref_std, jnp.float32) * \
+      jax.random.normal(jax.random.key(0), (chains_, check.ref_std.shape[0]))
+
+
+def test_gaussian_finds_the_heating_edge_from_either_side():
+  """Anisotropic Gaussian (d = 50, σ in [1, 10], full batch, L = √d σ_rms): T̂ stays ≈ 1 up to ε ≈ 0.3 √d σ_rms
+  and the chains run hot beyond; with the default target 1.1, from ε₀ 30× too small and 3× too large the
+  pooled, frozen ε agree within 2×, the live ε moves < 2× over the second half of warmup, tuning costs no extra
+  gradient, and at the frozen ε the mean T̂ of a fixed-ε run is within [0.9, 1.3] while 3× that ε is hotter.
+  With a target of exactly 1 the rule has no drive below the edge: from the small ε₀ it random-walks there."""
+  check = checks.anisotropic_gaussian(dim=50)
+  scale = float(np.sqrt(np.mean(check.ref_std ** 2))) * math.sqrt(50)
+  starts, steps = _starts(check), 4000
+  opts = dict(precondition=False, L=scale, tuner="virial", adapt_steps=steps, quantile_gain=0.02, settle_frac=0.1,
+              pool_chains=True, eps_max=1e3)
+  finals = []
+  for eps0 in (0.03 * scale, 3.0 * scale):
+    sampler = kernel.psmile(check.logdensity_fn, step_size=eps0, **opts)
+    assert chains.smile_chain_kernel(sampler).grads_per_step == 2
+    eps, _ = _run(sampler, check, starts, steps + 1)
+    half = eps[:, steps // 2: steps]
+    assert np.all(eps == eps[:1]) and np.max(half.max(1) / half.min(1)) < 2.0
+    assert eps[0, -1] == eps[0, steps - 1]           # frozen for sampling
+    finals.append(float(eps[0, -1]))
+  assert max(finals) / min(finals) < 2.0, finals
+  fixed = float(np.sqrt(finals[0] * finals[1]))
+  mean_t = {}
+  for factor in (1.0, 3.0):
+    _, temp = _run(kernel.psmile(check.logdensity_fn, step_size=factor * fixed, tuned=False, precondition=False,
+                                 L=scale), check, starts, 4000)
+    mean_t[factor] = float(np.mean(temp[:, 1000:]))
+  assert 0.9 < mean_t[1.0] < 1.3 and mean_t[3.0] > mean_t[1.0] + 0.2, (finals, mean_t)
+  eps, _ = _run(kernel.psmile(check.logdensity_fn, step_size=0.03 * scale, **opts, virial_target=1.0), check, starts,
+                steps + 1)
+  assert eps[0, -1] < 0.5 * min(finals), (eps[0, -1], finals)      # target 1: no drive below the edge
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation (docs/results/smile.md): on a 6-parameter minibatch regression "
+                   "the median of T̂ stays below 1 at every ε (χ²-like skew at small d; the chains run cold, not hot, at "
+                   "large ε), so the virial rule grows ε without a stop")
+def test_minibatch_regression_small_d_finds_a_step_size():
+  check = checks.linear_regression(n=512, p=6, batch_size=32)
+  scale = float(np.sqrt(np.mean(check.ref_std ** 2))) * math.sqrt(6)
+  finals = []
+  for eps0 in (0.1 * scale, 10.0 * scale):
+    eps, _ = _run(kernel.psmile(check.logdensity_fn, step_size=eps0, precondition=False, L=scale, tuner="virial",
+                                adapt_steps=6000, quantile_gain=0.02, settle_frac=0.1, pool_chains=True),
+                  check, _starts(check), 6001, 32)
+    finals.append(float(eps[0, -1]))
+  assert max(finals) / min(finals) < 2.0 and max(finals) < 3.0 * scale, finals
