@@ -1,4 +1,4 @@
-"""The `virial` step-size tuner: the median of the configurational temperature T̂ = −θ·∇log p/d steered to 1."""
+"""The `virial` step-size tuner: the median of the configurational temperature T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1."""
 
 import math
 
