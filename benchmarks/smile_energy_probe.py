@@ -122,7 +122,7 @@ def main() -> None:
       srt = np.sort(v)
       lo, hi = int(0.1 * len(srt)), int(0.9 * len(srt))
       top = srt[-max(len(srt) // 100, 1):].sum() / max(srt.sum(), 1e-30)
-      print(f"| {eps:.0e} | {a}-{z} | {v.mean():.3g} | {np.median(v):.3g} | {srt[lo:hi].mean():.3g} | {top:.2f} | "
+      print(f"| {eps:.3g} | {a}-{z} | {v.mean():.3g} | {np.median(v):.3g} | {srt[lo:hi].mean():.3g} | {top:.2f} | "
             f"{np.median(log_sigma[a:z, sl]):.3f} | {int((~ok[a:z, sl]).sum())} |")
   temp = np.asarray(temp).reshape(-1, c)
   print("| ε | steps | median T̂ (virial temperature, 1 under the target) | mean T̂ |")
@@ -143,7 +143,7 @@ def main() -> None:
     cfg = {"coverage_draws": 100, "protocol": s["protocol"], "rhat_points": 10}
     te = pipeline.evaluate(predict, chain_pos, keep, None, data, cfg, rng)
     va = pipeline.evaluate(predict, chain_pos, keep, None, data, cfg, rng, part="valid")
-    print(f"| {eps:.0e} | {te['lppd']:.3f} | {va['lppd']:.3f} |")
+    print(f"| {eps:.3g} | {te['lppd']:.3f} | {va['lppd']:.3f} |")
   if args.out:
     np.savez_compressed(args.out, de=de, log_sigma=log_sigma, grid=np.asarray(grid), dim=dim, k=k)
 
