@@ -203,6 +203,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     # reference), keeps it; the step is reverted and counted either way.
     eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor)) if tuner.nonfinite_halving else eps
 
+    # The chains that pool one ε (tuner "energy_quantile" / "virial" with pool_chains): same ε₀ and variant.
+    pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
     if same_batch_tuner:
       dim = ravel_pytree(old.position)[0].shape[0]
       reset = jnp.zeros((), bool)
@@ -214,18 +216,15 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                                                        state.initial_step_size, ~ok)
       else:
         scale = jnp.maximum(jnp.abs(old.logdensity), jnp.abs(new.logdensity))
-        pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
         eps_tuned, tun_tuned = adapt.energy_quantile_update(eps, energy_change, dim, state.tuner, tuner,
                                                             state.initial_step_size, ~ok, scale, pool_key)
-      eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
-      tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
     elif virial:
       # No extra gradient: T̂ = −(θ − θ₀)·g/d of the new state, with the gradient the step has already evaluated.
       reset = jnp.zeros((), bool)
       temperature = adapt.virial_temperature(new.position - state.anchor, new.logdensity_grad)
-      pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
       eps_tuned, tun_tuned = adapt.virial_update(eps, temperature, state.tuner, tuner, state.initial_step_size, ~ok,
                                                  pool_key)
+    if same_batch_tuner or virial:   # the absolute-target tuners: no statistics gate on `ok` (they handle ~ok)
       eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
       tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
     elif dynamic or tuned:
