@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxml.smile import adaptation
+
 
 def rotated_gaussian(dim: int = 10, condition: float = 100.0, seed: int = 0):
   """Covariance Σ = Q diag(κ²) Qᵀ, κ log-spaced with κ_max/κ_min = sqrt(condition)... squared = condition."""
@@ -58,3 +60,30 @@ def toy_regression_splits(n: int = 96, p: int = 3, seed: int = 0) -> dict:
     out[f"x_{part}"], out[f"y_{part}"] = x, (x[:, 0] + 0.1 * rng.standard_normal(m)).astype(np.float32)
   out["y_std"] = 2.0
   return out
+
+
+def trace_chains(sampler, check, starts, steps: int, batch: int | None = None, *, record):
+  """Per-step records of chains vmapped with CHAIN_AXIS (so chain-pooled tuners see every chain).
+
+  A check with data: `batch` None (or ≥ N) steps on the full data, else on minibatches of `batch` rows drawn
+  with replacement (the chain starts on the first `batch` rows). `record(state, info, start)` returns the
+  per-step pytree to keep; the result is that pytree with leading axes [chain, step], as numpy.
+  """
+  n = check.data["y"].shape[0]
+  full = batch is None or batch >= n
+  rows = lambda idx: {"x": check.data["x"][idx], "y": check.data["y"][idx]}
+
+  def one(start, key):
+    state = sampler.init(start, check.data if full else rows(jnp.arange(batch)), key)
+    idx = jax.random.randint(jax.random.fold_in(key, 1), (steps, 1 if full else batch), 0, n)
+
+    def body(st, inp):
+      k, i = inp
+      st, info = sampler.step(k, st, check.data if full else rows(i))
+      return st, record(st, info, start)
+
+    return jax.lax.scan(body, state, (jax.random.split(key, steps), idx))[1]
+
+  keys = jax.random.split(jax.random.key(2), starts.shape[0])
+  out = jax.jit(jax.vmap(one, axis_name=adaptation.CHAIN_AXIS))(starts, keys)
+  return jax.tree_util.tree_map(np.asarray, out)

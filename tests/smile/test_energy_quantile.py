@@ -10,6 +10,7 @@ from scipy import stats
 
 from jaxml.smile import adaptation as adapt
 from jaxml.smile import chains, checks, kernel
+from tests.smile import analytic
 
 
 def test_threshold_is_the_chi2_quantile_of_the_target():
@@ -74,23 +75,9 @@ def test_average_then_freeze():
 
 
 def _eps_trace(sampler, check, starts, steps, batch):
-  n = check.data["y"].shape[0]
-
-  def one(pos, key):
-    idx0 = jnp.arange(batch)
-    state = sampler.init(pos, {"x": check.data["x"][idx0], "y": check.data["y"][idx0]}, key)
-    batches = jax.random.randint(jax.random.fold_in(key, 1), (steps, batch), 0, n) if batch < n else \
-        jnp.broadcast_to(jnp.arange(n), (steps, n))
-
-    def body(st, inp):
-      k, idx = inp
-      st, info = sampler.step(k, st, {"x": check.data["x"][idx], "y": check.data["y"][idx]})
-      return st, (info.step_size, info.energy_change)
-
-    return jax.lax.scan(body, state, (jax.random.split(key, steps), batches))[1]
-
-  eps, de = jax.jit(jax.vmap(one, axis_name=adapt.CHAIN_AXIS))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
-  return np.asarray(eps), np.asarray(de)
+  """(ε per step, same-batch ΔE per step) of the chains."""
+  return analytic.trace_chains(sampler, check, starts, steps, batch,
+                               record=lambda st, info, start: (info.step_size, info.energy_change))
 
 
 @pytest.mark.parametrize("decay_steps,pool", [(0, False), (100, False), (100, True)])

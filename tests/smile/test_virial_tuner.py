@@ -9,6 +9,7 @@ import pytest
 
 from jaxml.smile import adaptation as adapt
 from jaxml.smile import chains, checks, kernel
+from tests.smile import analytic
 
 
 def _gaussian(mean: np.ndarray, std: np.ndarray):
@@ -45,25 +46,9 @@ def test_update_rule_grows_when_cold_shrinks_when_hot_and_settles_first():
 
 
 def _run(sampler, check, starts, steps, batch=None):
-  """(ε per step, T̂ per step) of chains vmapped with CHAIN_AXIS; minibatches drawn with replacement when `batch`
-  is given, else the check's full data."""
-  n = check.data["y"].shape[0]
-
-  def one(pos, key):
-    data = check.data if batch is None else {"x": check.data["x"][:batch], "y": check.data["y"][:batch]}
-    state = sampler.init(pos, data, key)
-    batches = jax.random.randint(jax.random.fold_in(key, 1), (steps, batch or 1), 0, n)
-
-    def body(st, inp):
-      k, idx = inp
-      mb = check.data if batch is None else {"x": check.data["x"][idx], "y": check.data["y"][idx]}
-      st, info = sampler.step(k, st, mb)
-      return st, (info.step_size, adapt.virial_temperature(st.position - pos, st.integrator.logdensity_grad))
-
-    return jax.lax.scan(body, state, (jax.random.split(key, steps), batches))[1]
-
-  eps, temp = jax.jit(jax.vmap(one, axis_name=adapt.CHAIN_AXIS))(starts, jax.random.split(jax.random.key(2), starts.shape[0]))
-  return np.asarray(eps), np.asarray(temp)
+  """(ε per step, T̂ per step) of the chains; T̂ centred at each chain's start."""
+  return analytic.trace_chains(sampler, check, starts, steps, batch, record=lambda st, info, start: (
+      info.step_size, adapt.virial_temperature(st.position - start, st.integrator.logdensity_grad)))
 
 
 def _starts(check, chains_: int = 4):
