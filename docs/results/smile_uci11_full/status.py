@@ -2,6 +2,9 @@
 
   PYTHONPATH=. .venv/bin/python docs/results/smile_uci11_full/status.py      # from the repository root
 pSMILE = psmile_naive or psmile_clamp chosen per split on validation LPPD (report.best_by, as the merge does).
+A named extension, each baseline's grid one value lower where its choice was the grid's lowest (SGLD 1e-7, SGHMC 1e-5;
+extend_down.sh, runs in <method>_<ε₀>/<job>/), enters through experiments.smile_uci.extend_grid (validation LPPD over
+the union grid, as `--extend` does) in its own columns.
 """
 
 import glob
@@ -9,9 +12,11 @@ import json
 from collections import defaultdict
 
 from experiments import report
+from experiments.smile_uci import extend_grid
 
 HERE = "docs/results/smile_uci11_full"
 VARIANTS = ("psmile_naive", "psmile_clamp")
+EXTS = {"sgld": f"{HERE}/sgld_1e-7", "sghmc": f"{HERE}/sghmc_1e-5"}
 
 
 def main() -> None:
@@ -23,6 +28,15 @@ def main() -> None:
     for r in rows:
       full[r["dataset"], r["split"]][r["method"]] = r
       wall[r["dataset"], r["split"]] = res["wall_s"]
+  for k, cell in full.items():   # a baseline not extended (interior choice) keeps its row
+    for m in EXTS:
+      cell[m + "_ext"] = cell[m]
+  for m, ext in EXTS.items():
+    for f in sorted(glob.glob(f"{ext}/*/results.json")):
+      (e,) = [r for r in json.load(open(f))["rows"] if r["method"] == m]
+      k = e["dataset"], e["split"]
+      if k in full:
+        (full[k][m + "_ext"],) = extend_grid([full[k][m]], [e])
   low = defaultdict(dict)
   for r in json.load(open("docs/results/smile_uci11_results.json"))["rows"]:
     low[r["dataset"], r["split"]][r["method"]] = r["metrics"]["lppd"]
@@ -30,7 +44,8 @@ def main() -> None:
   wl = lambda d: f"{sum(x >= 0 for x in d)}/{sum(x < 0 for x in d)}"
   mean = lambda d: sum(d) / len(d)
   print("| set | splits done | psmile_best − sgld (W/L) | psmile_best − sghmc (W/L) | chosen (variant, ε₀) | "
-        "at 2 %: − sgld, − sghmc | wall s (results.json) |\n|---|---|---|---|---|---|---|")
+        "at 2 %: − sgld, − sghmc | extended grids: − sgld (W/L; ε₀) | − sghmc (W/L; ε₀) | wall s (results.json) |\n"
+        "|---|---|---|---|---|---|---|---|---|")
   for s in sorted({k[0] for k in full}):
     ks = sorted(k for k in full if k[0] == s)
     d1, d2 = [lppd(k, "best") - lppd(k, "sgld") for k in ks], [lppd(k, "best") - lppd(k, "sghmc") for k in ks]
@@ -38,8 +53,14 @@ def main() -> None:
     l2 = [low[k]["psmile_best"] - low[k]["sghmc"] for k in ks]
     chosen = "; ".join(f"{VARIANTS[int(full[k]['best']['metrics']['chosen'])].replace('psmile_', '')} "
                        f"{full[k]['best']['metrics']['step_size0']:g}" for k in ks)
+    ext = []
+    for m, bottom in (("sgld", 1e-6), ("sghmc", 1e-4)):
+      d = [lppd(k, "best") - lppd(k, m + "_ext") for k in ks]
+      eps = [full[k][m + "_ext"]["metrics"]["step_size0"] for k in ks]
+      pending = any(full[k][m]["metrics"]["step_size0"] == bottom and full[k][m + "_ext"] is full[k][m] for k in ks)
+      ext.append(f"{mean(d):+.3f} ({wl(d)}; " + ", ".join(f"{x:g}" for x in eps) + ")" + (" pending" if pending else ""))
     print(f"| {s} | {','.join(str(k[1]) for k in ks)} | {mean(d1):+.3f} ({wl(d1)}) | {mean(d2):+.3f} ({wl(d2)}) | "
-          f"{chosen} | {mean(l1):+.3f}, {mean(l2):+.3f} (same splits) | {' / '.join(f'{wall[k]:.0f}' for k in ks)} |")
+          f"{chosen} | {mean(l1):+.3f}, {mean(l2):+.3f} (same splits) | {' | '.join(ext)} | {' / '.join(f'{wall[k]:.0f}' for k in ks)} |")
 
 
 if __name__ == "__main__":

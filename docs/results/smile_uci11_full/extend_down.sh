@@ -1,0 +1,31 @@
+#!/bin/bash
+# Named extension of the full-budget uci11 table: for every finished job (<set>_<split>/ here) whose SGLD or SGHMC
+# validation choice is its grid's lowest ε₀, run that baseline alone at one value lower (SGLD 1e-7, SGHMC 1e-5), same
+# protocol otherwise, into <method>_<ε₀>/<job>/. status.py combines them with experiments.smile_uci.extend_grid
+# (validation LPPD over the union grid). A baseline whose optimum lies below the authors' grid would otherwise lose
+# by construction. Same knobs as run.sh (JOBS, DEADLINE, LOCK, PY). Run from the repository root:
+#   bash docs/results/smile_uci11_full/extend_down.sh
+cd "$(dirname "$0")/../../.." || exit 1
+OUT=docs/results/smile_uci11_full
+PY=${PY:-.venv/bin/python}
+LOCK=${LOCK:-/tmp/cpu.lock}
+DEADLINE=${DEADLINE:-0}
+for job in ${JOBS:-$(cd $OUT && ls -d *_[0-9])}; do
+  [ -f "$OUT/$job/results.json" ] || { echo "skip $job (base job not done)"; continue; }
+  name=${job%_*}; split=${job##*_}
+  for pair in sgld:1e-7:1e-06 sghmc:1e-5:0.0001; do
+    IFS=: read -r method eps low <<< "$pair"
+    chosen=$("$PY" -c "import json,sys; print(next(r['metrics']['step_size0'] for r in json.load(open(sys.argv[1]))['rows'] if r['method'] == sys.argv[2]))" "$OUT/$job/results.json" "$method")
+    [ "$chosen" = "$low" ] || continue
+    dest=$OUT/${method}_$eps/$job
+    [ -f "$dest/results.json" ] && { echo "skip $method $eps $job (done)"; continue; }
+    [ "$DEADLINE" -gt 0 ] && [ "$(date +%s)" -gt "$DEADLINE" ] && { echo "deadline: stop before $method $job"; exit 0; }
+    wd=runs/uci11_full_ext/${method}_$eps/$job; rm -rf "$wd"; mkdir -p "$(dirname "$wd")"
+    t0=$(date +%s); echo "$(date -u +%T) start $method $eps $job"
+    flock "$LOCK" nice -n 5 "$PY" -m experiments.smile_uci \
+      --config="configs/smile_uci.py:uci11:datasets=$name,splits=$split,methods=$method" \
+      --config.smile.${method}_step_size="($eps,)" --workdir="$wd" > "$wd.log" 2>&1
+    rc=$?; echo "$(date -u +%T) end $method $eps $job rc=$rc wall=$(( $(date +%s) - t0 ))s"
+    [ $rc = 0 ] && mkdir -p "$dest" && cp "$wd"/{results,config}.json "$wd/summary.md" "$dest/"
+  done
+done
