@@ -2,8 +2,8 @@
 
   PYTHONPATH=. .venv/bin/python docs/results/smile_uci11_full/status.py      # from the repository root
 pSMILE = psmile_naive or psmile_clamp chosen per split on validation LPPD (report.best_by, as the merge does).
-A named extension, each baseline's grid one value lower where its choice was the grid's lowest (SGLD 1e-7, SGHMC 1e-5;
-extend_down.sh, runs in <method>_<ε₀>/<job>/), enters through experiments.smile_uci.extend_grid (validation LPPD over
+A named extension, each baseline's grid one decade beyond an edge where its choice was that edge (SGLD 1e-7 / 1e-3,
+SGHMC 1e-5 / 1e-1; extend_edges.sh, runs in <method>_<ε₀>/<job>/), enters through experiments.smile_uci.extend_grid (validation LPPD over
 the union grid, as `--extend` does) in its own columns.
 """
 
@@ -16,7 +16,8 @@ from experiments.smile_uci import extend_grid
 
 HERE = "docs/results/smile_uci11_full"
 VARIANTS = ("psmile_naive", "psmile_clamp")
-EXTS = {"sgld": f"{HERE}/sgld_1e-7", "sghmc": f"{HERE}/sghmc_1e-5"}
+# method -> (the authors' grid edge, the extension's ε₀ beyond it)
+EXTS = {"sgld": ((1e-6, "1e-7"), (1e-4, "1e-3")), "sghmc": ((1e-4, "1e-5"), (1e-2, "1e-1"))}
 
 
 def main() -> None:
@@ -31,12 +32,12 @@ def main() -> None:
   for k, cell in full.items():   # a baseline not extended (interior choice) keeps its row
     for m in EXTS:
       cell[m + "_ext"] = cell[m]
-  for m, ext in EXTS.items():
-    for f in sorted(glob.glob(f"{ext}/*/results.json")):
+  for m, edges in EXTS.items():
+    for f in sorted(f for _, eps in edges for f in glob.glob(f"{HERE}/{m}_{eps}/*/results.json")):
       (e,) = [r for r in json.load(open(f))["rows"] if r["method"] == m]
       k = e["dataset"], e["split"]
       if k in full:
-        (full[k][m + "_ext"],) = extend_grid([full[k][m]], [e])
+        (full[k][m + "_ext"],) = extend_grid([full[k][m + "_ext"]], [e])
   low = defaultdict(dict)
   for r in json.load(open("docs/results/smile_uci11_results.json"))["rows"]:
     low[r["dataset"], r["split"]][r["method"]] = r["metrics"]["lppd"]
@@ -54,10 +55,11 @@ def main() -> None:
     chosen = "; ".join(f"{VARIANTS[int(full[k]['best']['metrics']['chosen'])].replace('psmile_', '')} "
                        f"{full[k]['best']['metrics']['step_size0']:g}" for k in ks)
     ext = []
-    for m, bottom in (("sgld", 1e-6), ("sghmc", 1e-4)):
+    for m, edges in EXTS.items():
       d = [lppd(k, "best") - lppd(k, m + "_ext") for k in ks]
       eps = [full[k][m + "_ext"]["metrics"]["step_size0"] for k in ks]
-      pending = any(full[k][m]["metrics"]["step_size0"] == bottom and full[k][m + "_ext"] is full[k][m] for k in ks)
+      pending = any(full[k][m]["metrics"]["step_size0"] == edge
+                    and not glob.glob(f"{HERE}/{m}_{eps}/{k[0]}_{k[1]}/results.json") for edge, eps in edges for k in ks)
       ext.append(f"{mean(d):+.3f} ({wl(d)}; " + ", ".join(f"{x:g}" for x in eps) + ")" + (" pending" if pending else ""))
     print(f"| {s} | {','.join(str(k[1]) for k in ks)} | {mean(d1):+.3f} ({wl(d1)}) | {mean(d2):+.3f} ({wl(d2)}) | "
           f"{chosen} | {mean(l1):+.3f}, {mean(l2):+.3f} (same splits) | {' | '.join(ext)} | {' / '.join(f'{wall[k]:.0f}' for k in ks)} |")

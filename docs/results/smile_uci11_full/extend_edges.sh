@@ -1,10 +1,11 @@
 #!/bin/bash
 # Named extension of the full-budget uci11 table: for every finished job (<set>_<split>/ here) whose SGLD or SGHMC
-# validation choice is its grid's lowest ε₀, run that baseline alone at one value lower (SGLD 1e-7, SGHMC 1e-5), same
-# protocol otherwise, into <method>_<ε₀>/<job>/. status.py combines them with experiments.smile_uci.extend_grid
-# (validation LPPD over the union grid). A baseline whose optimum lies below the authors' grid would otherwise lose
-# by construction. Same knobs as run.sh (JOBS, DEADLINE, LOCK, PY). Run from the repository root:
-#   bash docs/results/smile_uci11_full/extend_down.sh
+# validation choice is an edge of its grid, run that baseline alone at one decade beyond the edge (SGLD 1e-7 below
+# 1e-6, 1e-3 above 1e-4; SGHMC 1e-5 below 1e-4, 1e-1 above 1e-2), same protocol otherwise, into <method>_<ε₀>/<job>/.
+# status.py combines them with experiments.smile_uci.extend_grid (validation LPPD over the union grid): a baseline
+# whose optimum lies outside the authors' grid would otherwise lose by construction. Same knobs as run.sh (JOBS,
+# DEADLINE, LOCK, PY). Run from the repository root:
+#   bash docs/results/smile_uci11_full/extend_edges.sh
 cd "$(dirname "$0")/../../.." || exit 1
 OUT=docs/results/smile_uci11_full
 PY=${PY:-.venv/bin/python}
@@ -13,10 +14,10 @@ DEADLINE=${DEADLINE:-0}
 for job in ${JOBS:-$(cd $OUT && ls -d *_[0-9])}; do
   [ -f "$OUT/$job/results.json" ] || { echo "skip $job (base job not done)"; continue; }
   name=${job%_*}; split=${job##*_}
-  for pair in sgld:1e-7:1e-06 sghmc:1e-5:0.0001; do
-    IFS=: read -r method eps low <<< "$pair"
+  for triple in sgld:1e-7:1e-06 sgld:1e-3:0.0001 sghmc:1e-5:0.0001 sghmc:1e-1:0.01; do
+    IFS=: read -r method eps edge <<< "$triple"
     chosen=$("$PY" -c "import json,sys; print(next(r['metrics']['step_size0'] for r in json.load(open(sys.argv[1]))['rows'] if r['method'] == sys.argv[2]))" "$OUT/$job/results.json" "$method")
-    [ "$chosen" = "$low" ] || continue
+    [ "$chosen" = "$edge" ] || continue
     dest=$OUT/${method}_$eps/$job
     [ -f "$dest/results.json" ] && { echo "skip $method $eps $job (done)"; continue; }
     [ "$DEADLINE" -gt 0 ] && [ "$(date +%s)" -gt "$DEADLINE" ] && { echo "deadline: stop before $method $job"; exit 0; }
