@@ -352,8 +352,9 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int 
     ax.set_xlabel("PEG (total, incl. ensemble training)")
     ax.set_title(ds)
     vals = [r["metrics"]["lppd"] for r in rows if r["dataset"] == ds and r["metrics"]["lppd"] is not None]
-    hi = max(max(vals), ANCHORS.get(ds, -np.inf) if ds in anchored else -np.inf)
-    ax.set_ylim(np.nanpercentile(vals, 15) - 0.05, hi + 0.05)
+    if vals:   # none: every row of the panel diverged (lppd null); the rows are still written, the panel stays empty
+      hi = max(max(vals), ANCHORS.get(ds, -np.inf) if ds in anchored else -np.inf)
+      ax.set_ylim(np.nanpercentile(vals, 15) - 0.05, hi + 0.05)
   for ax in axes.flat[len(datasets):]:
     ax.set_axis_off()
   for ax in axes[:, 0]:

@@ -154,3 +154,12 @@ def test_merge_extend_recomputes_the_chosen_rows(tmp_path):
   assert res["sources"] == [base, ext] and res["wall_s"] == 10.0
   with pytest.raises(ValueError, match="repeats"):
     smile_uci.merge([base], str(tmp_path / "out2"), extend=[base])
+
+
+def test_plot_survives_a_data_set_where_every_row_diverged(tmp_path):
+  """A run whose only sampler diverged on every chain (lppd null) still gets its figure (an empty panel)."""
+  rows = [_grid_row("sgld", 0, float("-inf"), float("nan"), eps=1e-3), _grid_row("sgld", 1, -1.0, -1.1)]
+  assert rows[0]["metrics"]["lppd"] is None
+  rows[1] = dict(rows[1], dataset="airfoil")
+  smile_uci.make_plot(rows, str(tmp_path), anchored=set())
+  assert os.path.getsize(tmp_path / "lppd_vs_peg.png") > 0
