@@ -11,22 +11,19 @@ OUT=docs/results/smile_uci11_full
 PY=${PY:-.venv/bin/python}
 LOCK=${LOCK:-/tmp/cpu.lock}
 DEADLINE=${DEADLINE:-0}
-for job in ${JOBS:-$(cd $OUT && ls -d *_[0-9])}; do
-  [ -f "$OUT/$job/results.json" ] || { echo "skip $job (base job not done)"; continue; }
+# The runs due (edge choices without an extension run here) come from status.py, which holds the edges and ε₀ values.
+PYTHONPATH=. "$PY" $OUT/status.py --pending > /tmp/extend_edges.$$ || exit 1
+while read -r job method eps; do
+  [ -n "${JOBS:-}" ] && case " $JOBS " in *" $job "*) ;; *) continue ;; esac
   name=${job%_*}; split=${job##*_}
-  for triple in sgld:1e-7:1e-06 sgld:1e-3:0.0001 sghmc:1e-5:0.0001 sghmc:1e-1:0.01; do
-    IFS=: read -r method eps edge <<< "$triple"
-    chosen=$("$PY" -c "import json,sys; print(next(r['metrics']['step_size0'] for r in json.load(open(sys.argv[1]))['rows'] if r['method'] == sys.argv[2]))" "$OUT/$job/results.json" "$method")
-    [ "$chosen" = "$edge" ] || continue
-    dest=$OUT/${method}_$eps/$job
-    [ -f "$dest/results.json" ] && { echo "skip $method $eps $job (done)"; continue; }
-    [ "$DEADLINE" -gt 0 ] && [ "$(date +%s)" -gt "$DEADLINE" ] && { echo "deadline: stop before $method $job"; exit 0; }
-    wd=runs/uci11_full_ext/${method}_$eps/$job; rm -rf "$wd"; mkdir -p "$(dirname "$wd")"
-    t0=$(date +%s); echo "$(date -u +%T) start $method $eps $job"
-    flock "$LOCK" nice -n 5 "$PY" -m experiments.smile_uci \
-      --config="configs/smile_uci.py:uci11:datasets=$name,splits=$split,methods=$method" \
-      --config.smile.${method}_step_size="($eps,)" --workdir="$wd" > "$wd.log" 2>&1
-    rc=$?; echo "$(date -u +%T) end $method $eps $job rc=$rc wall=$(( $(date +%s) - t0 ))s"
-    [ $rc = 0 ] && mkdir -p "$dest" && cp "$wd"/{results,config}.json "$wd/summary.md" "$dest/"
-  done
-done
+  [ "$DEADLINE" -gt 0 ] && [ "$(date +%s)" -gt "$DEADLINE" ] && { echo "deadline: stop before $method $job"; break; }
+  wd=runs/uci11_full_ext/${method}_$eps/$job; rm -rf "$wd"; mkdir -p "$(dirname "$wd")"
+  t0=$(date +%s); echo "$(date -u +%T) start $method $eps $job"
+  flock "$LOCK" nice -n 5 "$PY" -m experiments.smile_uci \
+    --config="configs/smile_uci.py:uci11:datasets=$name,splits=$split,methods=$method" \
+    --config.smile.${method}_step_size="($eps,)" --workdir="$wd" > "$wd.log" 2>&1 < /dev/null
+  rc=$?; echo "$(date -u +%T) end $method $eps $job rc=$rc wall=$(( $(date +%s) - t0 ))s"
+  dest=$OUT/${method}_$eps/$job
+  [ $rc = 0 ] && mkdir -p "$dest" && cp "$wd"/{results,config}.json "$wd/summary.md" "$dest/"
+done < /tmp/extend_edges.$$
+rm -f /tmp/extend_edges.$$

@@ -4,11 +4,14 @@
 pSMILE = psmile_naive or psmile_clamp chosen per split on validation LPPD (report.best_by, as the merge does).
 A named extension, each baseline's grid one decade beyond an edge where its choice was that edge (SGLD 1e-7 / 1e-3,
 SGHMC 1e-5 / 1e-1; extend_edges.sh, runs in <method>_<ε₀>/<job>/), enters through experiments.smile_uci.extend_grid (validation LPPD over
-the union grid, as `--extend` does) in its own columns.
+the union grid, as `--extend` does) in its own columns. `--pending` prints the extension runs still due, one
+"<job> <method> <ε₀>" per line: extend_edges.sh runs those, so the edges and ε₀ values live only in EXTS.
 """
 
 import glob
 import json
+import os
+import sys
 from collections import defaultdict
 
 from experiments import report
@@ -20,7 +23,14 @@ VARIANTS = ("psmile_naive", "psmile_clamp")
 EXTS = {"sgld": ((1e-6, "1e-7"), (1e-4, "1e-3")), "sghmc": ((1e-4, "1e-5"), (1e-2, "1e-1"))}
 
 
-def main() -> None:
+def _due(full: dict, k: tuple) -> list[tuple[str, str]]:
+  """(method, ε₀) extension runs due on (dataset, split) k: the baseline chose an edge and its run is not here."""
+  return [(m, eps) for m, edges in EXTS.items() for edge, eps in edges
+          if full[k][m]["metrics"]["step_size0"] == edge
+          and not os.path.exists(f"{HERE}/{m}_{eps}/{k[0]}_{k[1]}/results.json")]
+
+
+def main(argv: list[str]) -> None:
   full, wall = defaultdict(dict), {}
   for f in sorted(glob.glob(f"{HERE}/*/results.json")):
     res = json.load(open(f))
@@ -38,6 +48,11 @@ def main() -> None:
       k = e["dataset"], e["split"]
       if k in full:
         (full[k][m + "_ext"],) = extend_grid([full[k][m + "_ext"]], [e])
+  if "--pending" in argv:
+    for k in sorted(full):
+      for m, eps in _due(full, k):
+        print(f"{k[0]}_{k[1]} {m} {eps}")
+    return
   low = defaultdict(dict)
   for r in json.load(open("docs/results/smile_uci11_results.json"))["rows"]:
     low[r["dataset"], r["split"]][r["method"]] = r["metrics"]["lppd"]
@@ -55,15 +70,15 @@ def main() -> None:
     chosen = "; ".join(f"{VARIANTS[int(full[k]['best']['metrics']['chosen'])].replace('psmile_', '')} "
                        f"{full[k]['best']['metrics']['step_size0']:g}" for k in ks)
     ext = []
-    for m, edges in EXTS.items():
+    for m in EXTS:
       d = [lppd(k, "best") - lppd(k, m + "_ext") for k in ks]
-      eps = [full[k][m + "_ext"]["metrics"]["step_size0"] for k in ks]
-      pending = any(full[k][m]["metrics"]["step_size0"] == edge
-                    and not glob.glob(f"{HERE}/{m}_{eps}/{k[0]}_{k[1]}/results.json") for edge, eps in edges for k in ks)
-      ext.append(f"{mean(d):+.3f} ({wl(d)}; " + ", ".join(f"{x:g}" for x in eps) + ")" + (" pending" if pending else ""))
+      chosen_eps = [full[k][m + "_ext"]["metrics"]["step_size0"] for k in ks]
+      pending = any(due_m == m for k in ks for due_m, _ in _due(full, k))
+      ext.append(f"{mean(d):+.3f} ({wl(d)}; " + ", ".join(f"{x:g}" for x in chosen_eps) + ")"
+                 + (" pending" if pending else ""))
     print(f"| {s} | {','.join(str(k[1]) for k in ks)} | {mean(d1):+.3f} ({wl(d1)}) | {mean(d2):+.3f} ({wl(d2)}) | "
           f"{chosen} | {mean(l1):+.3f}, {mean(l2):+.3f} (same splits) | {' | '.join(ext)} | {' / '.join(f'{wall[k]:.0f}' for k in ks)} |")
 
 
 if __name__ == "__main__":
-  main()
+  main(sys.argv[1:])
