@@ -2,14 +2,17 @@
 
   PYTHONPATH=. .venv/bin/python docs/results/smile_uci11_full/status.py      # from the repository root
 pSMILE = psmile_naive or psmile_clamp chosen per split on validation LPPD (report.best_by, as the merge does).
-A named extension, each baseline's grid one decade beyond an edge where its choice was that edge (SGLD 1e-7 / 1e-3,
-SGHMC 1e-5 / 1e-1; extend_edges.sh, runs in <method>_<ε₀>/<job>/), enters through experiments.smile_uci.extend_grid (validation LPPD over
-the union grid, as `--extend` does) in its own columns. `--pending` prints the extension runs still due, one
-"<job> <method> <ε₀>" per line: extend_edges.sh runs those, so the edges and ε₀ values live only in EXTS.
+A named extension, each baseline's grid extended a decade at a time beyond an edge while its validation choice is the
+edge of the grid so far (SGLD 1e-7, 1e-8, … below 1e-6, 1e-3, … above 1e-4; SGHMC 1e-5, … below 1e-4, 1e-1, … above
+1e-2; at most MAX_DECADES beyond the authors' grid; extend_edges.sh, runs in <method>_<ε₀>/<job>/), enters through
+experiments.smile_uci.extend_grid (validation LPPD over the union grid, as `--extend` does) in its own columns.
+`--pending` prints the extension runs now due, one "<job> <method> <ε₀>" per line: extend_edges.sh runs those (and
+asks again, since a new run can make the next decade due), so the grids live only in GRIDS here.
 """
 
 import glob
 import json
+import math
 import os
 import sys
 from collections import defaultdict
@@ -19,15 +22,27 @@ from experiments.smile_uci import extend_grid
 
 HERE = "docs/results/smile_uci11_full"
 VARIANTS = ("psmile_naive", "psmile_clamp")
-# method -> (the authors' grid edge, the extension's ε₀ beyond it)
-EXTS = {"sgld": ((1e-6, "1e-7"), (1e-4, "1e-3")), "sghmc": ((1e-4, "1e-5"), (1e-2, "1e-1"))}
+# method -> the authors' ε₀ grid edges (low, high); extensions go a decade at a time beyond them.
+GRIDS = {"sgld": (1e-6, 1e-4), "sghmc": (1e-4, 1e-2)}
+MAX_DECADES = 3
 
 
-def _due(full: dict, k: tuple) -> list[tuple[str, str]]:
-  """(method, ε₀) extension runs due on (dataset, split) k: the baseline chose an edge and its run is not here."""
-  return [(m, eps) for m, edges in EXTS.items() for edge, eps in edges
-          if full[k][m]["metrics"]["step_size0"] == edge
-          and not os.path.exists(f"{HERE}/{m}_{eps}/{k[0]}_{k[1]}/results.json")]
+def _name(eps: float) -> str:
+  """Folder-name form of a power of ten, e.g. 1e-07 -> '1e-7'."""
+  return f"1e{round(math.log10(eps))}"
+
+
+def _due(full: dict, grids: dict, k: tuple) -> list[tuple[str, str]]:
+  """(method, ε₀) extension runs due on (dataset, split) k: the baseline's choice over the grid so far is that grid's
+  lowest (highest) value and the next decade down (up) is within MAX_DECADES of the authors' edge."""
+  due = []
+  for m, (low, high) in GRIDS.items():
+    chosen, grid = full[k][m + "_ext"]["metrics"]["step_size0"], grids[k, m]
+    if math.isclose(chosen, min(grid)) and min(grid) / 10 > low * 10 ** -(MAX_DECADES + 0.5):
+      due.append((m, _name(min(grid) / 10)))
+    if math.isclose(chosen, max(grid)) and max(grid) * 10 < high * 10 ** (MAX_DECADES + 0.5):
+      due.append((m, _name(max(grid) * 10)))
+  return due
 
 
 def main(argv: list[str]) -> None:
@@ -39,18 +54,21 @@ def main(argv: list[str]) -> None:
     for r in rows:
       full[r["dataset"], r["split"]][r["method"]] = r
       wall[r["dataset"], r["split"]] = res["wall_s"]
+  grids = {}
   for k, cell in full.items():   # a baseline not extended (interior choice) keeps its row
-    for m in EXTS:
+    for m in GRIDS:
       cell[m + "_ext"] = cell[m]
-  for m, edges in EXTS.items():
-    for f in sorted(f for _, eps in edges for f in glob.glob(f"{HERE}/{m}_{eps}/*/results.json")):
+      grids[k, m] = set(GRIDS[m])   # the edges are all that _due reads
+  for m in GRIDS:
+    for f in sorted(glob.glob(f"{HERE}/{m}_1e*/*/results.json")):
       (e,) = [r for r in json.load(open(f))["rows"] if r["method"] == m]
       k = e["dataset"], e["split"]
       if k in full:
         (full[k][m + "_ext"],) = extend_grid([full[k][m + "_ext"]], [e])
+        grids[k, m].add(e["metrics"]["step_size0"])
   if "--pending" in argv:
     for k in sorted(full):
-      for m, eps in _due(full, k):
+      for m, eps in _due(full, grids, k):
         print(f"{k[0]}_{k[1]} {m} {eps}")
     return
   low = defaultdict(dict)
@@ -70,10 +88,10 @@ def main(argv: list[str]) -> None:
     chosen = "; ".join(f"{VARIANTS[int(full[k]['best']['metrics']['chosen'])].replace('psmile_', '')} "
                        f"{full[k]['best']['metrics']['step_size0']:g}" for k in ks)
     ext = []
-    for m in EXTS:
+    for m in GRIDS:
       d = [lppd(k, "best") - lppd(k, m + "_ext") for k in ks]
       chosen_eps = [full[k][m + "_ext"]["metrics"]["step_size0"] for k in ks]
-      pending = any(due_m == m for k in ks for due_m, _ in _due(full, k))
+      pending = any(due_m == m for k in ks for due_m, _ in _due(full, grids, k))
       ext.append(f"{mean(d):+.3f} ({wl(d)}; " + ", ".join(f"{x:g}" for x in chosen_eps) + ")"
                  + (" pending" if pending else ""))
     print(f"| {s} | {','.join(str(k[1]) for k in ks)} | {mean(d1):+.3f} ({wl(d1)}) | {mean(d2):+.3f} ({wl(d2)}) | "
