@@ -14,6 +14,7 @@ import numpy as np
 
 from jaxml.metrics import mia as mia_lib
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
+from jaxml.unlearning.api import batched_apply
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
@@ -38,13 +39,9 @@ class Outputs(NamedTuple):
 
 def collect_outputs(predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], task: UnlearningTask,
                     chunk: int = 2048) -> Outputs:
-  """predict(x) -> (logits, feats) over chunks of the train and test inputs."""
-  def run(x):
-    parts = [predict(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)]
-    return (np.concatenate([np.asarray(p[0]) for p in parts]), np.concatenate([np.asarray(p[1]) for p in parts]))
-
-  lt, ft = run(task.x_train)
-  le, fe = run(task.x_test)
+  """predict(x) -> (logits, feats) over chunks of the train and test inputs (api.batched_apply: one compiled shape)."""
+  lt, ft = batched_apply(predict, task.x_train, chunk)
+  le, fe = batched_apply(predict, task.x_test, chunk)
   return Outputs(lt, ft, le, fe)
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.special import softmax
 
 from jaxml.metrics import mia
-from jaxml.unlearning import evaluate, losses
+from jaxml.unlearning import api, evaluate, losses
 from jaxml.unlearning.task import UnlearningTask
 
 B, M, D, C, B_REF = 3, 2, 5, 4, 6
@@ -169,6 +169,20 @@ def test_collect_outputs_concatenates_chunks_in_order():
   np.testing.assert_array_equal(out.feats_train, task.x_train + 1.0)
   np.testing.assert_array_equal(out.logits_test, 2.0 * task.x_test)
   np.testing.assert_array_equal(out.feats_test, task.x_test + 1.0)
+
+
+def test_batched_apply_calls_one_shape_and_drops_the_padding():
+  seen = []
+  fn = lambda x: (seen.append(x.shape[0]), (x.sum(-1), -x))[1]
+  x = np.arange(14, dtype=np.float32).reshape(7, 2)
+  s, neg = api.batched_apply(fn, x, chunk=3)                 # 3 + 3 + (1 row padded to 3)
+  assert seen == [3, 3, 3]
+  np.testing.assert_array_equal(s, x.sum(-1))
+  np.testing.assert_array_equal(neg, -x)
+  seen.clear()
+  s, _ = api.batched_apply(fn, x, chunk=1024)                # fewer rows than a chunk: one call, not padded to 1024
+  assert seen == [7]
+  np.testing.assert_array_equal(s, x.sum(-1))
 
 
 def test_metrics_use_every_retained_row_as_members_and_drop_absent_keys():
