@@ -34,7 +34,8 @@ def _name(eps: float) -> str:
 
 def _due(full: dict, grids: dict, k: tuple) -> list[tuple[str, str]]:
   """(method, ε₀) extension runs due on (dataset, split) k: the baseline's choice over the grid so far is that grid's
-  lowest (highest) value and the next decade down (up) is within MAX_DECADES of the authors' edge."""
+  lowest (highest) value and the next decade down (up) is within MAX_DECADES of the authors' edge. (A run already
+  here is in the grid, so it is never due again.)"""
   due = []
   for m, (low, high) in GRIDS.items():
     chosen, grid = full[k][m + "_ext"]["metrics"]["step_size0"], grids[k, m]
@@ -46,7 +47,7 @@ def _due(full: dict, grids: dict, k: tuple) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str]) -> None:
-  full, wall = defaultdict(dict), {}
+  full, wall, job = defaultdict(dict), {}, {}
   for f in sorted(glob.glob(f"{HERE}/*/results.json")):
     res = json.load(open(f))
     rows = [r for r in res["rows"] if r["method"] in VARIANTS + ("sgld", "sghmc")]
@@ -54,6 +55,7 @@ def main(argv: list[str]) -> None:
     for r in rows:
       full[r["dataset"], r["split"]][r["method"]] = r
       wall[r["dataset"], r["split"]] = res["wall_s"]
+      job[r["dataset"], r["split"]] = os.path.basename(os.path.dirname(f))   # run.sh's name: the config's split index
   grids = {}
   for k, cell in full.items():   # a baseline not extended (interior choice) keeps its row
     for m in GRIDS:
@@ -69,7 +71,7 @@ def main(argv: list[str]) -> None:
   if "--pending" in argv:
     for k in sorted(full):
       for m, eps in _due(full, grids, k):
-        print(f"{k[0]}_{k[1]} {m} {eps}")
+        print(f"{job[k]} {m} {eps}")
     return
   low = defaultdict(dict)
   for r in json.load(open("docs/results/smile_uci11_results.json"))["rows"]:
