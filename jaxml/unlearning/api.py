@@ -277,9 +277,9 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
 
 def batched_apply(fn: Callable[[jax.Array], Any], x: np.ndarray, chunk: int = 1024) -> Any:
   """Applies a jitted `fn` to row chunks of x, the last one zero-padded to `chunk` rows (one
-  compiled shape; fewer rows than `chunk` are one unpadded chunk), and concatenates the (numpy) results."""
+  compiled shape, also for inputs shorter than a chunk: `unlearn`'s warm-up call on one row compiles
+  the shape its timed calls use), and concatenates the (numpy) results."""
   n = x.shape[0]
-  chunk = min(chunk, max(n, 1))
   outs = []
   for i in range(0, n, chunk):
     part = x[i:i + chunk]

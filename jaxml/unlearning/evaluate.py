@@ -39,7 +39,7 @@ class Outputs(NamedTuple):
 
 def collect_outputs(predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], task: UnlearningTask,
                     chunk: int = 2048) -> Outputs:
-  """predict(x) -> (logits, feats) over chunks of the train and test inputs (api.batched_apply: one compiled shape)."""
+  """predict(x) -> (logits, feats) over chunks of the train and test inputs (api.batched_apply: one compiled shape for both)."""
   lt, ft = batched_apply(predict, task.x_train, chunk)
   le, fe = batched_apply(predict, task.x_test, chunk)
   return Outputs(lt, ft, le, fe)

@@ -180,8 +180,8 @@ def test_batched_apply_calls_one_shape_and_drops_the_padding():
   np.testing.assert_array_equal(s, x.sum(-1))
   np.testing.assert_array_equal(neg, -x)
   seen.clear()
-  s, _ = api.batched_apply(fn, x, chunk=1024)                # fewer rows than a chunk: one call, not padded to 1024
-  assert seen == [7]
+  s, _ = api.batched_apply(fn, x, chunk=1024)                # fewer rows than a chunk: the same one padded shape
+  assert seen == [1024]
   np.testing.assert_array_equal(s, x.sum(-1))
 
 
