@@ -336,6 +336,7 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int 
   fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols + 1.6, 3.4 * nrows), squeeze=False)
   legend = {}
   for ax, ds in zip(axes.flat, datasets):
+    points = []   # (method, peg, mean LPPD, colour), for the marks of the points below the panel's y-range
     for i, m in enumerate(methods):
       sel = [r for r in rows if r["method"] == m and r["dataset"] == ds and r["metrics"]["lppd"] is not None]
       if not sel:
@@ -343,8 +344,10 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int 
       # Small horizontal offsets keep equal-PEG methods apart; the x-axis is logarithmic.
       peg = np.mean([r["cost"]["peg"] for r in sel]) * 1.04 ** (i - len(methods) / 2)
       lppd = np.array([r["metrics"]["lppd"] for r in sel])
+      colour = plt.cm.tab20(i / max(len(methods), 1))
       legend[m] = ax.errorbar(peg, lppd.mean(), yerr=lppd.std(ddof=1) / np.sqrt(len(lppd)) if len(lppd) > 1 else 0,
-                              fmt="o^sDv<>ph*X"[i % 11], color=plt.cm.tab20(i / max(len(methods), 1)), capsize=2)
+                              fmt="o^sDv<>ph*X"[i % 11], color=colour, capsize=2)
+      points.append((m, peg, float(lppd.mean()), colour))
     if ds in ANCHORS and ds in anchored:
       legend["published SMILE"] = ax.axhline(ANCHORS[ds], ls="--", color="k", lw=0.8)
     ax.set_xscale("log")
@@ -354,7 +357,12 @@ def make_plot(rows: list[dict], workdir: str, anchored: set[str], *, ncols: int 
     vals = [r["metrics"]["lppd"] for r in rows if r["dataset"] == ds and r["metrics"]["lppd"] is not None]
     if vals:   # none: every row of the panel diverged (lppd null); the rows are still written, the panel stays empty
       hi = max(max(vals), ANCHORS.get(ds, -np.inf) if ds in anchored else -np.inf)
-      ax.set_ylim(np.nanpercentile(vals, 15) - 0.05, hi + 0.05)
+      lo = np.nanpercentile(vals, 15) - 0.05
+      ax.set_ylim(lo, hi + 0.05)
+      for m, peg, mean, colour in points:   # the range cuts off outliers (e.g. DE's σ = 1 members): mark them at the edge
+        if mean < lo:
+          ax.annotate(f"{m} {mean:.2f}", (peg, lo), xytext=(0, 10), textcoords="offset points", ha="left", fontsize=7,
+                      color=colour, arrowprops={"arrowstyle": "->", "color": colour, "lw": 0.8})
   for ax in axes.flat[len(datasets):]:
     ax.set_axis_off()
   for ax in axes[:, 0]:

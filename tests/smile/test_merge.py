@@ -163,3 +163,20 @@ def test_plot_survives_a_data_set_where_every_row_diverged(tmp_path):
   rows[1] = dict(rows[1], dataset="airfoil")
   smile_uci.make_plot(rows, str(tmp_path), anchored=set())
   assert os.path.getsize(tmp_path / "lppd_vs_peg.png") > 0
+
+
+def test_plot_marks_points_below_the_panel_range(tmp_path, monkeypatch):
+  """The y-range starts near the 15th percentile of the panel's LPPDs; a method below it (DE's σ = 1 members)
+  gets a labelled arrow at the bottom edge instead of vanishing from the figure."""
+  figs = []
+  monkeypatch.setattr(smile_uci.common, "save_plot", lambda fig, workdir, name: figs.append(fig))
+  de = common.row(method="de", dataset="yacht", split=0, seed=0, metrics={"lppd": -3.5, "rmse": 2.0},
+                  cost={"peg": 1e4, "wall_s": 1.0})
+  rows = [de] + [_grid_row(m, 0, -1.0, lppd) for m, lppd in (("psmile_naive", -1.0), ("psmile_clamp", -1.05),
+                                                              ("sgld", -1.2), ("sghmc", -1.1), ("smile_naive", -1.15))]
+  smile_uci.make_plot(rows, str(tmp_path), anchored=set())
+  ax = figs[0].axes[0]
+  lo = ax.get_ylim()[0]
+  assert -3.5 < lo < -1.2
+  assert [t.get_text() for t in ax.texts] == ["de -3.50"]   # only the point below the range is marked
+  assert ax.texts[0].xy[1] == pytest.approx(lo)
