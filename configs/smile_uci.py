@@ -40,10 +40,10 @@ UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "na
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
-# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (four tuners: ref, energy_var,
-# energy_quantile, virial) beside it.
+# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (five tuners: ref, energy_var,
+# energy_quantile, virial, virial_ladder) beside it.
 REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
-               "sgld", "csgld", "sghmc", "mclmc_native")
+               "psmile_vl", "sgld", "csgld", "sghmc", "mclmc_native")
 REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
 
 
@@ -104,6 +104,16 @@ def get_config(arg=None):
     s.vt_gain = 3e-4             # Robbins–Monro gain γ₀ on log ε (±0.015 % per step when all chains agree)
     s.vt_decay_steps = 0         # 0: classic γ₀ (W/2)/t over the second half (a gain that can still move ε)
     s.vt_settle_frac = 0.25      # ε held at ε₀ over the first quarter of the warmup (chains travel from the members)
+  if "psmile_vl" in methods:     # tuned pSMILE, tuner="virial_ladder": one ε₀, a pilot ladder instead of a grid
+    s.vl_step_size = (1e-3,)
+    # Set before any UCI run of it (issue 19, seventh try; docs/results/smile.md): the pilot is the first 40 % of the
+    # warmup (the virial rule's traces: T̂ needs 10k+ steps to show heat), 5 rungs a factor 2 apart (ε₀/4 … 4 ε₀,
+    # 2 of 10 chains each), each chain's signal an EMA over the pilot's last quarter, the virial rule's target 1.1.
+    s.vl_target = 1.1
+    s.vl_rungs = 5
+    s.vl_ratio = 2.0
+    s.vl_frac = 0.4
+    s.vl_window = 0.25
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
@@ -148,7 +158,7 @@ def get_config(arg=None):
   s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt", "psmile_clamp"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl", "psmile_clamp"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:

@@ -52,9 +52,9 @@ class Plan(NamedTuple):
 
 
 _SMILE = set(smile.SMILE_VARIANTS)                     # the `smile_family` group
-_ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq", "psmile_vt"}
+_ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl"}
 _PSMILE = ({m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precondition}
-           | {"psmile_ev", "psmile_eq", "psmile_vt"})
+           | {"psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl"})
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.
 _CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))
@@ -75,6 +75,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: "psmile_ev" in m, ("ev_step_size",)),
          (lambda m, reg: "psmile_eq" in m, ("eq_step_size", "eq_decay_steps", "eq_pool_chains", "eq_pool_stat")),
          (lambda m, reg: "psmile_vt" in m, ("vt_step_size", "vt_target", "vt_gain", "vt_decay_steps", "vt_settle_frac")),
+         (lambda m, reg: "psmile_vl" in m, ("vl_step_size", "vl_target", "vl_rungs", "vl_ratio", "vl_frac", "vl_window")),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
          (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
          (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),

@@ -52,6 +52,14 @@ T̂ − virial_target, after a settle phase (settle_frac of the warmup) in which
 starts and T̂ is not yet an equilibrium reading. It needs no extra gradient. Known limit: at small d the skew of
 T̂ keeps its median below 1 at every ε (and chains can run cold, not hot, at large ε), so ε has no stop
 (tests/smile/test_virial_tuner.py, strict xfail).
+"virial_ladder" (ours, seventh design) uses T̂ to choose ε once instead of steering it, because T̂ responds to a
+change of ε only after 10 000+ steps (the chains heat and cool slowly), too slowly for a controller within the
+warmup. A pilot (the first ladder_frac of adapt_steps) deals the chains that share ε₀ round-robin onto ladder_rungs
+rungs ε₀ · ratio^(r − (R − 1)/2); each chain keeps an EMA of 1[T̂ ≤ target] (a non-finite step counts as 0 and halves
+its ε). At the end of the pilot the chosen ε* is the largest rung whose rungs 0..r all have a mean EMA ≥ ½ (median
+T̂ ≤ target: not hot; `ladder_choice`); the chains above it restart from their start (θ₀ with the ℓ, g of their
+first batch: heat does not dissipate within the warmup), and every chain runs at ε* from then on. Same gradients per
+step as the naive kernels; it needs the chains vmapped with CHAIN_AXIS and ≥ ladder_rungs chains per ε₀.
 """
 
 from typing import Any, Callable, NamedTuple
@@ -67,6 +75,7 @@ from jax.scipy.special import ndtri
 __all__ = [
     "TunerConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
     "adapt_step_size", "energy_var_update", "energy_quantile_threshold", "energy_quantile_update", "virial_temperature", "virial_update",
+    "ladder_rung", "ladder_step_size", "ladder_choice", "ladder_update",
     "PrecondConfig", "PrecondState", "precond_init", "precond_update",
     "precond_inverse_mass", "mile_warmup", "CHAIN_AXIS", "POOL_STATS", "pool_over_chains",
 ]
@@ -85,7 +94,7 @@ class TunerConfig(NamedTuple):
   eps_min: float = 1e-8
   eps_max: float = 10.0
   eps_floor_frac: float = 0.01    # ε ≥ eps_floor_frac · ε₀  [inferred guardrail]
-  tuner: str = "ref"              # "ref" (Gamma-quantile rule), "energy_var", "energy_quantile" or "virial" (absolute)
+  tuner: str = "ref"              # "ref" (Gamma-quantile rule); absolute: "energy_var", "energy_quantile", "virial", "virial_ladder"
   target_energy_var: float = 5e-4  # energy_var / energy_quantile: target of E[ΔE²]/d on the same batch
   energy_var_rate: float = 0.05   # energy_var: EMA rate of ΔE²/d
   energy_var_gain: float = 0.01   # energy_var: gain of the log-ε controller (per step)
@@ -96,7 +105,11 @@ class TunerConfig(NamedTuple):
   pool_chains: bool = False       # energy_quantile / virial: one ε per ε₀ from the chain-averaged signal (needs CHAIN_AXIS)
   pool_stat: str = "mean"         # energy_quantile / virial pooled: "mean" over all chains or "midmean" (middle half by EMA)
   pool_window: float = 200.0      # pool_stat="midmean": EMA length (steps) of each chain's signal
-  virial_target: float = 1.1      # virial: the target median of T̂ (1 = exact; 10 % excess tolerated, see virial_update)
+  virial_target: float = 1.1      # virial / virial_ladder: the target median of T̂ (1 = exact; 10 % excess tolerated)
+  ladder_rungs: int = 5           # virial_ladder: pilot rungs ε₀ · ladder_ratio^(r − (rungs − 1)/2), chains dealt round-robin
+  ladder_ratio: float = 2.0       # virial_ladder: ratio of neighbouring rungs
+  ladder_frac: float = 0.4        # virial_ladder: pilot length as a fraction of adapt_steps
+  ladder_window: float = 0.25     # virial_ladder: EMA length of each chain's signal 1[T̂ ≤ target], fraction of the pilot
   settle_frac: float = 0.0        # energy_quantile / virial: ε held at ε₀ while t ≤ settle_frac · adapt_steps
   resolution_ulps: float = 4.0    # energy_quantile: |ΔE| ≤ this many float32 ulps of |ℓ| never grows ε
   divergence_factor: float = 1e3  # energy_quantile: revert a step with ΔE²/d > divergence_factor · τ
@@ -304,6 +317,61 @@ def virial_update(step_size: jax.Array, temperature: jax.Array, state: TunerStat
   """
   signal = jnp.where(~nonfinite & (temperature <= cfg.virial_target), 0.5, -0.5)
   return _robbins_monro(step_size, signal, nonfinite, state, cfg, initial_step_size, pool_key)
+
+
+def _same_key_chains(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(bool [C]: the chains of the vmap axis CHAIN_AXIS whose `key` equals this chain's, this chain's rank among them)."""
+  keys = jax.lax.all_gather(key, CHAIN_AXIS)
+  same = jnp.all(keys == key, axis=-1)
+  rank = jnp.sum(same & (jnp.arange(keys.shape[0]) < jax.lax.axis_index(CHAIN_AXIS)))
+  return same, rank
+
+
+def ladder_rung(key: jax.Array, cfg: TunerConfig) -> jax.Array:
+  """The pilot rung of this chain (vmapped with CHAIN_AXIS): its rank among the chains with the same pool `key`
+  (same ε₀ and variant), modulo `ladder_rungs`, so that each rung gets every ladder_rungs-th of those chains."""
+  return _same_key_chains(key)[1] % cfg.ladder_rungs
+
+
+def ladder_step_size(initial_step_size: jax.Array, rung: jax.Array, cfg: TunerConfig) -> jax.Array:
+  """ε of a rung: ε₀ · ratio^(r − (rungs − 1)/2), so the rungs span ε₀ symmetrically in log ε (r = −1: one below)."""
+  return initial_step_size * cfg.ladder_ratio ** (rung - (cfg.ladder_rungs - 1) / 2)
+
+
+def ladder_choice(cool: jax.Array, rung: jax.Array, key: jax.Array, cfg: TunerConfig) -> jax.Array:
+  """The chosen rung r* of the `virial_ladder` pilot (every chain of a pool key gets the same r*).
+
+  cool: this chain's EMA of 1[T̂ ≤ target]. A rung is "not hot" when the mean of its chains' `cool` is ≥ ½ (their
+  median T̂ ≤ target); an empty rung counts as hot. r* is the largest r whose rungs 0..r are all not hot, −1 when
+  rung 0 is already hot (then ε* is one ratio below the ladder)."""
+  same, _ = _same_key_chains(key)
+  cools, rungs = jax.lax.all_gather(cool, CHAIN_AXIS), jax.lax.all_gather(rung, CHAIN_AXIS)
+  members = same[None, :] & (rungs[None, :] == jnp.arange(cfg.ladder_rungs)[:, None])          # [R, C]
+  mean = jnp.sum(jnp.where(members, cools[None, :], 0.0), axis=1) / jnp.maximum(jnp.sum(members, axis=1), 1)
+  not_hot = (mean >= 0.5) & jnp.any(members, axis=1)
+  return jnp.sum(jnp.cumprod(not_hot.astype(jnp.int32))) - 1
+
+
+def ladder_update(step_size: jax.Array, temperature: jax.Array, nonfinite: jax.Array, state: TunerState,
+                  cfg: TunerConfig, initial_step_size: jax.Array, key: jax.Array, rung: jax.Array
+                  ) -> tuple[jax.Array, TunerState, jax.Array]:
+  """One step of the "virial_ladder" rule (see the module docstring): (next ε, state, restart this chain now).
+
+  state.std is the chain's EMA of 1[T̂ ≤ target] over the pilot, state.mean log ε* once chosen. A non-finite step
+  halves ε (floor as the other rules) in every phase; at t = pilot every chain of the pool key gets ε*."""
+  t = state.t
+  pilot = max(int(cfg.ladder_frac * cfg.adapt_steps), 1)
+  window = max(cfg.ladder_window * pilot, 1.0)
+  signal = jnp.where(~nonfinite & (temperature <= cfg.virial_target), 1.0, 0.0)
+  cool = jnp.where(t <= pilot, state.std + (signal - state.std) / window, state.std)
+  floor = jnp.maximum(cfg.eps_min, cfg.eps_floor_frac * initial_step_size)
+  eps = jnp.where(nonfinite, jnp.maximum(step_size * 0.5, floor), step_size)
+  chosen = ladder_choice(cool, rung, key, cfg)
+  at_end = t == pilot
+  eps_star = ladder_step_size(initial_step_size, chosen, cfg)
+  new = TunerState(mean=jnp.where(at_end, jnp.log(eps_star), state.mean).astype(jnp.float32),
+                   std=cool.astype(jnp.float32), t=t + 1)
+  return jnp.where(at_end, eps_star, eps).astype(jnp.float32), new, at_end & (rung > chosen)
 
 
 class PrecondConfig(NamedTuple):

@@ -36,7 +36,7 @@ from jaxml.smile import adaptation as adapt
 __all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "smile_family", "make_integrator", "GRAD_CLIP"]
 
 GRAD_CLIP = 1e6
-TUNERS = ("ref", "energy_var", "energy_quantile", "virial")
+TUNERS = ("ref", "energy_var", "energy_quantile", "virial", "virial_ladder")
 
 
 class SmileState(NamedTuple):
@@ -49,7 +49,8 @@ class SmileState(NamedTuple):
   precond: adapt.PrecondState
   variant: jax.Array              # bool [2]: (preconditioned, tuned); read only by `smile_family`
   clamp: jax.Array                # bool: r clamped to the PrecondConfig's [r_min, r_max]; read only by `smile_family`
-  anchor: Any = None              # tuner="virial": the raveled start θ₀, the centre of T̂ = −(θ − θ₀)·∇log p̂/d
+  anchor: Any = None              # tuner="virial": the raveled start θ₀, the centre of T̂ = −(θ − θ₀)·∇log p̂/d;
+                                  # "virial_ladder": (θ₀, ℓ₀, g₀ raveled), where its restarted chains resume
 
   @property
   def position(self) -> Any:
@@ -148,7 +149,10 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   if tuner.pool_stat not in adapt.POOL_STATS:
     raise ValueError(f"pool_stat must be one of {adapt.POOL_STATS}, got {tuner.pool_stat!r}")
   same_batch_tuner = (dynamic or tuned) and tuner.tuner in ("energy_var", "energy_quantile")
-  virial = (dynamic or tuned) and tuner.tuner == "virial"
+  virial = (dynamic or tuned) and tuner.tuner in ("virial", "virial_ladder")
+  ladder = (dynamic or tuned) and tuner.tuner == "virial_ladder"
+  if ladder and tuner.adapt_steps <= 0:
+    raise ValueError("tuner='virial_ladder' needs adapt_steps > 0 (its pilot is a fraction of the warmup)")
 
   def init(position: Any, minibatch: Any, rng: jax.Array) -> SmileState:
     target = _bind(logdensity_fn, minibatch)
@@ -161,7 +165,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     eps0 = jnp.asarray(step_size, jnp.float32)
     return SmileState(integrator=state, step_size=eps0, initial_step_size=eps0, tuner=adapt.tuner_init(),
                       precond=adapt.precond_init(dim), variant=variant, clamp=jnp.asarray(clamp, bool),
-                      anchor=ravel_pytree(position)[0] if virial else None)
+                      anchor=((ravel_pytree(position)[0], logdensity, ravel_pytree(grad)[0]) if ladder
+                              else ravel_pytree(position)[0] if virial else None))
 
   def step(rng: jax.Array, state: SmileState, minibatch: Any) -> tuple[SmileState, SmileInfo]:
     # Same key layout as blackjax.mclmc.build_kernel, so the full-batch naive step matches it.
@@ -191,6 +196,12 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     elif same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
       old = old._replace(logdensity=target(old.position))
     eps = state.step_size
+    # The chains that pool one ε (tuner "energy_quantile" / "virial" with pool_chains): same ε₀ and variant.
+    pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
+    if ladder:   # first step: each chain starts at its pilot rung's ε
+      rung = adapt.ladder_rung(pool_key, tuner)
+      eps = jnp.where(use_tuner & (state.tuner.t == 1), adapt.ladder_step_size(state.initial_step_size, rung, tuner),
+                      eps)
     st = old._replace(momentum=_refresh(old.momentum, refresh_key1, eps * 0.5, L))
     new, kinetic_change, finite = make_integrator(target, imm)(st, eps)
     new = new._replace(momentum=_refresh(new.momentum, refresh_key2, eps * 0.5, L))
@@ -203,8 +214,7 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     # reference), keeps it; the step is reverted and counted either way.
     eps_fixed = jnp.where(ok, eps, jnp.maximum(eps * 0.5, floor)) if tuner.nonfinite_halving else eps
 
-    # The chains that pool one ε (tuner "energy_quantile" / "virial" with pool_chains): same ε₀ and variant.
-    pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
+    restart_chain = jnp.zeros((), bool)   # virial_ladder: this chain resumes from its start after this step
     if same_batch_tuner:
       dim = ravel_pytree(old.position)[0].shape[0]
       reset = jnp.zeros((), bool)
@@ -221,9 +231,15 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     elif virial:
       # No extra gradient: T̂ = −(θ − θ₀)·g/d of the new state, with the gradient the step has already evaluated.
       reset = jnp.zeros((), bool)
-      temperature = adapt.virial_temperature(new.position - state.anchor, new.logdensity_grad)
-      eps_tuned, tun_tuned = adapt.virial_update(eps, temperature, state.tuner, tuner, state.initial_step_size, ~ok,
-                                                 pool_key)
+      theta0 = state.anchor[0] if ladder else state.anchor
+      temperature = adapt.virial_temperature(new.position - theta0, new.logdensity_grad)
+      if ladder:
+        eps_tuned, tun_tuned, restart_chain = adapt.ladder_update(eps, temperature, ~ok, state.tuner, tuner,
+                                                                  state.initial_step_size, pool_key, rung)
+        restart_chain = restart_chain & use_tuner
+      else:
+        eps_tuned, tun_tuned = adapt.virial_update(eps, temperature, state.tuner, tuner, state.initial_step_size, ~ok,
+                                                   pool_key)
     if same_batch_tuner or virial:   # the absolute-target tuners: no statistics gate on `ok` (they handle ~ok)
       eps_new = jnp.where(use_tuner, eps_tuned, eps_fixed)
       tun = jax.tree.map(lambda a, b: jnp.where(use_tuner, a, b), tun_tuned, state.tuner)
@@ -246,6 +262,10 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     reverted = old._replace(momentum=jax.tree.map(lambda r: jnp.where(ok, 0.0, r), restart))
     keep = ok & ~reset
     out = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, reverted)
+    if ladder:   # a chain above the chosen rung resumes from its start (the velocity is kept)
+      theta0, logdensity0, grad0 = state.anchor
+      start = out._replace(position=theta0, logdensity=logdensity0, logdensity_grad=grad0)
+      out = jax.tree.map(lambda a, b: jnp.where(restart_chain, a, b), start, out)
 
     if dynamic or precondition:
       g_flat = ravel_pytree(out.logdensity_grad)[0]
@@ -254,7 +274,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     else:
       pre = state.precond
     info = SmileInfo(logdensity=out.logdensity, kinetic_change=jnp.where(ok, kinetic_change, 0.0),
-                     energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset, step_size=eps_new)
+                     energy_change=jnp.where(ok, energy_change, 0.0), nonans=ok, reset=reset | restart_chain,
+                     step_size=eps_new)
     out = integrators.IntegratorState(unravel(out.position), unravel(out.momentum), out.logdensity,
                                       unravel(out.logdensity_grad))
     return SmileState(out, eps_new, state.initial_step_size, tun, pre, state.variant, state.clamp, state.anchor), info
@@ -286,7 +307,9 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
       (then vmap the step with axis_name=adaptation.CHAIN_AXIS, as the chain runner does; see `adaptation`),
       `pool_stat="midmean"` to pool robustly to chains with heavy-tailed energy errors. `tuner="virial"` steers
       the median of the configurational temperature T̂ = −(θ − θ₀)·∇log p̂/d to `virial_target` (1.1) with the
-      same Robbins–Monro machinery, after `settle_frac` of `adapt_steps` (no extra gradient; `adaptation`).
+      same Robbins–Monro machinery, after `settle_frac` of `adapt_steps` (no extra gradient; `adaptation`);
+      `tuner="virial_ladder"` chooses one ε from a pilot ladder of ε by the same T̂ target (`ladder_*` fields;
+      needs `adapt_steps` and the chain axis; its restarts are counted as resets).
     same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
     precond: PrecondConfig.
     clamp: clamp the preconditioner's normalised scale r to [precond.r_min, precond.r_max] (off: the

@@ -34,7 +34,7 @@ __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_si
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
-           "psmile_clamp", "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
+           "psmile_vl",            "psmile_clamp", "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
 # The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
 # on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
@@ -85,7 +85,8 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
   """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`)."""
   key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else (
-      {"psmile_ev": "ev_step_size", "psmile_eq": "eq_step_size", "psmile_vt": "vt_step_size"}.get(
+      {"psmile_ev": "ev_step_size", "psmile_eq": "eq_step_size", "psmile_vt": "vt_step_size",
+       "psmile_vl": "vl_step_size"}.get(
           group, f"{group}_step_size"))
   return tuple(float(e) for e in getattr(_c(cfg), key))
 
@@ -271,7 +272,10 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
   (`eq_pool_stat`: over all chains or the robust midmean). `psmile_vt`: tuned pSMILE with `tuner="virial"`
   (2 batch gradients per step, as the naive kernels) from one ε₀ (`vt_step_size`), the chains' signal pooled, gain
   `vt_gain`, target `vt_target`, second-half t₀ `vt_decay_steps`, ε held at ε₀ for the first `vt_settle_frac` of the
-  warmup, tuned over the rest and frozen.
+  warmup, tuned over the rest and frozen. `psmile_vl`: tuned pSMILE with `tuner="virial_ladder"` (2 batch gradients
+  per step) from one ε₀ (`vl_step_size`): a pilot over the first `vl_frac` of the warmup on `vl_rungs` rungs
+  ε₀ · `vl_ratio`^(r − (R − 1)/2), ε* = the largest rung whose median T̂ (and its lower rungs') is ≤ `vl_target`
+  (EMA over `vl_window` of the pilot), the chains above it restarted, ε* frozen from then on.
   """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
@@ -293,6 +297,13 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
                                                    quantile_gain=float(cfg.vt_gain), virial_target=float(cfg.vt_target),
                                                    settle_frac=float(cfg.vt_settle_frac),
                                                    pool_chains=True, **_smile_options(cfg)))
+  if group == "psmile_vl":
+    # (`make_samplers` first builds each kernel without a warmup, only to read its gradients per step)
+    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="virial_ladder",
+                                                   adapt_steps=max(int(warmup_steps), 1), virial_target=float(cfg.vl_target),
+                                                   ladder_rungs=int(cfg.vl_rungs), ladder_ratio=float(cfg.vl_ratio),
+                                                   ladder_frac=float(cfg.vl_frac), ladder_window=float(cfg.vl_window),
+                                                   **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":

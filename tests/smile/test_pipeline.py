@@ -136,3 +136,25 @@ def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling(pool, stat):
   assert np.any(warm != 1e-2)
   np.testing.assert_array_equal(np.asarray(res.step_size), warm[-1])
   assert np.all(warm[:, 0] == warm[:, 1]) == pool
+
+
+def test_psmile_vl_pilot_ladder_then_one_frozen_step_size():
+  """`psmile_vl` (tuner="virial_ladder") through the runner: adapt_steps = the runner's warmup; in the pilot the 5
+  chains (one per member) sit on the 5 rungs ε₀/4 … 4ε₀, after it all share one rung's ε (or one below the ladder),
+  frozen through sampling; the chains above it were restarted (counted as resets); 2 batch gradients per step."""
+  cfg, data = _config(methods=("psmile_vl",), num_members=5, vl_step_size=(1e-3,), vl_target=1.1, vl_rungs=5,
+                      vl_ratio=2.0, vl_frac=0.4, vl_window=0.25, num_samples=4, warmup_frac=0.5), toy_regression_splits()
+  n = len(data["y_train"])
+  samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
+  assert samplers.plans["psmile_vl"][2] == 2
+  model = smile.make_model(ml_collections.ConfigDict(cfg))
+  members = jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), 5))
+  res = samplers.runners["psmile_vl"](members, {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])},
+                                      jax.random.key(1), {"step_size": jnp.full((5,), 1e-3)})
+  warm = np.asarray(res.warmup_step_size)
+  rungs = 1e-3 * 2.0 ** np.arange(-2, 3)
+  np.testing.assert_allclose(warm[0], rungs, rtol=1e-5)
+  final = np.asarray(res.step_size)
+  assert np.all(final == final[0]) and np.any(np.isclose(final[0], np.append(rungs, rungs[0] / 2), rtol=1e-5))
+  np.testing.assert_array_equal(warm[-1], final)
+  np.testing.assert_array_equal(np.asarray(res.resets), (rungs > final[0] * 1.0001).astype(int))
