@@ -117,21 +117,28 @@ def test_ref_protocol_options_reach_the_samplers():
   assert samplers.plans["psmile_ev"][2] == 3 and samplers.plans["smile_family"][2] == 2
 
 
+def _run_group(method: str, members: int, eps0: float, **keys):
+  """One tuned-pSMILE group through its runner on the toy regression, one chain per (untrained) member at ε₀:
+  (ChainResult, batch gradients per step)."""
+  cfg, data = _config(methods=(method,), num_members=members, num_samples=4, warmup_frac=0.5, **keys), \
+      toy_regression_splits()
+  samplers = smile.make_samplers(cfg, data_size=len(data["y_train"]), budget_epochs=60)
+  model = smile.make_model(ml_collections.ConfigDict(cfg))
+  params = jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), members))
+  res = samplers.runners[method](params, {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])},
+                                 jax.random.key(1), {"step_size": jnp.full((members,), eps0)})
+  return res, samplers.plans[method][2]
+
+
 @pytest.mark.parametrize("pool,stat", [(False, "mean"), (True, "mean"), (True, "midmean")])
 def test_psmile_eq_tunes_over_the_warmup_and_freezes_for_sampling(pool, stat):
   """`psmile_eq` (tuner="energy_quantile") gets adapt_steps = the runner's warmup: ε moves in warmup and is
   constant, at the warmup's last value, in the sampling phase; 3 batch gradients per step. With
   `eq_pool_chains` the runner's named chain axis makes the chains share one ε (by either `eq_pool_stat`);
   without it they differ."""
-  cfg, data = _config(methods=("psmile_eq",), eq_step_size=(1e-2,), eq_decay_steps=20, eq_pool_chains=pool,
-                      eq_pool_stat=stat, num_samples=4, warmup_frac=0.5), toy_regression_splits()
-  n = len(data["y_train"])
-  samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
-  assert samplers.plans["psmile_eq"][2] == 3
-  model = smile.make_model(ml_collections.ConfigDict(cfg))
-  members = jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), 2))
-  res = samplers.runners["psmile_eq"](members, {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])},
-                                      jax.random.key(1), {"step_size": jnp.full((2,), 1e-2)})
+  res, grads = _run_group("psmile_eq", 2, 1e-2, eq_step_size=(1e-2,), eq_decay_steps=20, eq_pool_chains=pool,
+                          eq_pool_stat=stat)
+  assert grads == 3
   warm = np.asarray(res.warmup_step_size)
   assert np.any(warm != 1e-2)
   np.testing.assert_array_equal(np.asarray(res.step_size), warm[-1])
@@ -142,15 +149,9 @@ def test_psmile_vl_pilot_ladder_then_one_frozen_step_size():
   """`psmile_vl` (tuner="virial_ladder") through the runner: adapt_steps = the runner's warmup; in the pilot the 5
   chains (one per member) sit on the 5 rungs ε₀/4 … 4ε₀, after it all share one rung's ε (or one below the ladder),
   frozen through sampling; the chains above it were restarted (counted as resets); 2 batch gradients per step."""
-  cfg, data = _config(methods=("psmile_vl",), num_members=5, vl_step_size=(1e-3,), vl_target=1.1, vl_rungs=5,
-                      vl_ratio=2.0, vl_frac=0.4, vl_window=0.25, num_samples=4, warmup_frac=0.5), toy_regression_splits()
-  n = len(data["y_train"])
-  samplers = smile.make_samplers(cfg, data_size=n, budget_epochs=60)
-  assert samplers.plans["psmile_vl"][2] == 2
-  model = smile.make_model(ml_collections.ConfigDict(cfg))
-  members = jax.vmap(lambda r: model.init(r, jnp.zeros((1, 3))))(jax.random.split(jax.random.key(0), 5))
-  res = samplers.runners["psmile_vl"](members, {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])},
-                                      jax.random.key(1), {"step_size": jnp.full((5,), 1e-3)})
+  res, grads = _run_group("psmile_vl", 5, 1e-3, vl_step_size=(1e-3,), vl_target=1.1, vl_rungs=5, vl_ratio=2.0,
+                          vl_frac=0.4, vl_window=0.25)
+  assert grads == 2
   warm = np.asarray(res.warmup_step_size)
   rungs = 1e-3 * 2.0 ** np.arange(-2, 3)
   np.testing.assert_allclose(warm[0], rungs, rtol=1e-5)
