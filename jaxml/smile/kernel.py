@@ -196,7 +196,8 @@ def _build(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     elif same_batch_energy:  # ablation: ℓ_old on the current batch (one extra forward pass)
       old = old._replace(logdensity=target(old.position))
     eps = state.step_size
-    # The chains that pool one ε (tuner "energy_quantile" / "virial" with pool_chains): same ε₀ and variant.
+    # The chains that pool one ε (tuner "energy_quantile" / "virial" with pool_chains, and the "virial_ladder" pilot's
+    # rungs and choice): same ε₀ and variant.
     pool_key = jnp.concatenate([state.initial_step_size[None], state.variant.astype(jnp.float32)])
     if ladder:   # first step: each chain starts at its pilot rung's ε
       rung = adapt.ladder_rung(pool_key, tuner)
