@@ -34,7 +34,7 @@ __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_si
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
-           "psmile_vl",            "psmile_clamp", "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
+           "psmile_vl", "psmile_clamp", "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
 # The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
 # on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
