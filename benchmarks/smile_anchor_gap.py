@@ -15,11 +15,14 @@ reduced `uci11` settings:
       --member_epochs 50 --methods smile_naive+psmile_naive+psmile_clamp --smile_eps 1e-2+3e-2+1e-1
 
   python -m benchmarks.smile_anchor_gap --dataset energy --budget_scale 0.2 --runs ours:1 authors:1
+  python -m benchmarks.smile_anchor_gap --budget_scale 1.0 --runs authors:1 --methods psmile_vt \
+      --set "vt_step_size=(1e-3,1.000001e-3)"     # one tuned method under two chain keys (ids hash repr(ε₀))
   python -m benchmarks.smile_anchor_gap --budget_scale 1.0 --runs ours:1 --methods psmile_naive+mclmc_native \
       --smile_eps 1e-3
 """
 
 import argparse
+import ast
 import time
 
 import jax
@@ -78,6 +81,9 @@ def main() -> None:
   ap.add_argument("--smile_eps", default="", help="ε grid of the naive variants (default: the ref grid)")
   ap.add_argument("--bad", type=float, default=1.0)
   ap.add_argument("--out", default="")
+  ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                  help="pipeline config overrides (Python literals), e.g. vt_step_size=(1e-3,1.000001e-3) for several "
+                       "chain keys of one tuned method; an unknown key is an error")
   ap.add_argument("--clamp", choices=("off", "on", "both"), default="off",
                   help="the [0.1, 10] clamp on the preconditioner ratio r (ref: off)")
   args = ap.parse_args()
@@ -87,6 +93,11 @@ def main() -> None:
   s = p.pipeline | {"protocol": p.protocols[args.dataset]}
   if args.smile_eps:
     s["smile_step_size"] = tuple(float(e) for e in args.smile_eps.split("+"))
+  for item in args.set:
+    name, value = item.split("=", 1)
+    if name not in s:
+      raise ValueError(f"--set {name}: not a pipeline config key")
+    s[name] = ast.literal_eval(value)
   s = pipeline._c(s)
   saved = {}
   for scheme, split in ((a.split(":")[0], int(a.split(":")[1])) for a in args.runs):
@@ -118,12 +129,11 @@ def main() -> None:
     for samplers, sc, group, tag in jobs:
       gkey = pipeline.group_key(key, group)
       t1 = time.perf_counter()
-      if group == "smile_family":
-        methods, combos, _ = samplers.plans[group]
-        hypers = pipeline.family_hypers(sc, combos, k)
+      methods, combos, _ = samplers.plans[group]
+      if combos is not None:     # a stochastic-gradient group: k chains per (method, ε₀), as experiments.smile_uci
         res = samplers.runners[group](jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members), train,
-                                      gkey, hypers, pipeline.combo_chain_ids(combos, k))
-        parts = [(f"{m} eps {e:g}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
+                                      gkey, pipeline.group_hypers(sc, group, combos, k), pipeline.combo_chain_ids(combos, k))
+        parts = [(f"{m} eps {e!r}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
       else:
         c = samplers.plans[group][2]
         res = samplers.runners[group](jax.tree.map(lambda a: a[:c], members), train, gkey)
@@ -137,7 +147,8 @@ def main() -> None:
           mu, ls = (np.asarray(a)[:, np.asarray(res.keep, bool)]
                     for a in samplers.predict(pos, jnp.asarray(data[f"x_{part}"])))
           out[part] = (chain_point_lpd(mu, ls, data[f"y_{part}"]), mu.mean((0, 1)), ls[:, :, 0])
-        print(f"  [{label}] valid LPPD {mixture_lppd(out['valid'][0]):.3f}")
+        print(f"  [{label}] valid LPPD {mixture_lppd(out['valid'][0]):.3f} | final step size (median over chains) "
+              f"{float(np.median(np.asarray(res.step_size)[sl])):.3g}")
         report(label, out["test"][0], out["test"][1], data["y_test"], out["test"][2], args.bad, out["valid"][0])
         saved[f"{scheme}{split}/{label}"] = out["test"][0]
     print(f" total {time.perf_counter() - t0:.0f}s", flush=True)

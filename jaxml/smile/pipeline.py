@@ -30,7 +30,7 @@ from jaxml.smile import api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
-           "family_hypers",
+           "family_hypers", "group_hypers",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
@@ -262,6 +262,14 @@ def family_hypers(cfg: Any, combos: Sequence[tuple[str, float]], k: int) -> dict
           "clamp": jnp.repeat(jnp.asarray([clamp or m in CLAMPED for m, _ in combos], bool), k)}
 
 
+def group_hypers(cfg: Any, group: str, combos: Sequence[tuple[str, float]], k: int) -> dict[str, jnp.ndarray]:
+  """Per-chain hypers of one stochastic-gradient group's runner, k chains per (method, ε₀) of `combos` (combo-major):
+  `family_hypers` for the SMILE family, ε₀ alone for the others."""
+  if group == "smile_family":
+    return family_hypers(cfg, combos, k)
+  return {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k)}
+
+
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
   """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
 
@@ -413,8 +421,7 @@ def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict
   k, b = int(cfg.num_members), samplers.batch_size
   methods, combos, grads = samplers.plans[group]
   grid = step_grid(cfg, group)
-  hypers = (family_hypers(cfg, combos, k) if group == "smile_family" else
-            {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k)})
+  hypers = group_hypers(cfg, group, combos, k)
   starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
   res = samplers.runners[group](starts, train, key, hypers, combo_chain_ids(combos, k))
   out = {}

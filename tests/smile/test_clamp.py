@@ -63,6 +63,19 @@ def test_family_hypers_clamp_only_psmile_clamp_when_precond_clamp_is_off():
   np.testing.assert_array_equal(pipeline.family_hypers({"precond_clamp": True}, combos, 2)["clamp"], [True] * 6)
 
 
+def test_group_hypers_give_each_chain_its_combos_step_size():
+  """Non-family groups get ε₀ alone, combo-major; ε₀ that differ by 1e-6 stay distinct in float32, so such combos
+  (benchmarks.smile_anchor_gap: one tuned method under several chain keys) keep their own tuner pools."""
+  combos = [("psmile_vt", 1e-3), ("psmile_vt", 1.000001e-3)]
+  h = pipeline.group_hypers({}, "psmile_vt", combos, 3)
+  assert set(h) == {"step_size"}
+  np.testing.assert_array_equal(h["step_size"], np.float32([1e-3] * 3 + [1.000001e-3] * 3))
+  assert len(set(np.asarray(h["step_size"]).tolist())) == 2
+  family = [("psmile_naive", 1e-2), ("smile_naive", 1e-3)]
+  for k, v in pipeline.family_hypers({"precond_clamp": False}, family, 2).items():
+    np.testing.assert_array_equal(pipeline.group_hypers({"precond_clamp": False}, "smile_family", family, 2)[k], v)
+
+
 def test_psmile_clamp_with_precond_clamp_on_is_refused():
   cfg = {"protocol": "standard", "methods": ("psmile_naive", "psmile_clamp"), "precond_clamp": True}
   with pytest.raises(ValueError, match="precond_clamp=False"):
