@@ -205,6 +205,15 @@ def energy_quantile_threshold(cfg: TunerConfig) -> jax.Array:
 POOL_STATS = ("mean", "midmean")
 
 
+def _same_key_chains(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(every chain's `key` [C, k] gathered over the vmap axis CHAIN_AXIS, bool [C]: the chains whose key equals this
+  chain's, this chain's rank among them)."""
+  keys = jax.lax.all_gather(key, CHAIN_AXIS)
+  same = jnp.all(keys == key, axis=-1)
+  rank = jnp.sum(same & (jnp.arange(keys.shape[0]) < jax.lax.axis_index(CHAIN_AXIS)))
+  return keys, same, rank
+
+
 def pool_over_chains(value: jax.Array, key: jax.Array, rank_by: jax.Array | None = None) -> jax.Array:
   """Mean of a per-chain scalar over the chains (vmap axis CHAIN_AXIS) whose `key` [k] equals this chain's.
 
@@ -212,8 +221,8 @@ def pool_over_chains(value: jax.Array, key: jax.Array, rank_by: jax.Array | None
   (ranks ⌊n/4⌋ … n − 1 − ⌊n/4⌋ of n, ties by chain order; the midmean): up to a quarter of the chains on either
   side, e.g. one with a heavy-tailed energy error, then do not move the pooled value.
   """
-  values, keys = jax.lax.all_gather(value, CHAIN_AXIS), jax.lax.all_gather(key, CHAIN_AXIS)
-  same = jnp.all(keys == key, axis=-1)
+  values = jax.lax.all_gather(value, CHAIN_AXIS)
+  keys, same, _ = _same_key_chains(key)
   if rank_by is not None:
     scores = jax.lax.all_gather(rank_by, CHAIN_AXIS)
     group = jnp.all(keys[:, None, :] == keys[None, :, :], axis=-1)            # [C, C] same key
@@ -319,18 +328,12 @@ def virial_update(step_size: jax.Array, temperature: jax.Array, state: TunerStat
   return _robbins_monro(step_size, signal, nonfinite, state, cfg, initial_step_size, pool_key)
 
 
-def _same_key_chains(key: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """(bool [C]: the chains of the vmap axis CHAIN_AXIS whose `key` equals this chain's, this chain's rank among them)."""
-  keys = jax.lax.all_gather(key, CHAIN_AXIS)
-  same = jnp.all(keys == key, axis=-1)
-  rank = jnp.sum(same & (jnp.arange(keys.shape[0]) < jax.lax.axis_index(CHAIN_AXIS)))
-  return same, rank
 
 
 def ladder_rung(key: jax.Array, cfg: TunerConfig) -> jax.Array:
   """The pilot rung of this chain (vmapped with CHAIN_AXIS): its rank among the chains with the same pool `key`
   (same ε₀ and variant), modulo `ladder_rungs`, so that each rung gets every ladder_rungs-th of those chains."""
-  return _same_key_chains(key)[1] % cfg.ladder_rungs
+  return _same_key_chains(key)[2] % cfg.ladder_rungs
 
 
 def ladder_step_size(initial_step_size: jax.Array, rung: jax.Array, cfg: TunerConfig) -> jax.Array:
@@ -344,7 +347,7 @@ def ladder_choice(cool: jax.Array, rung: jax.Array, key: jax.Array, cfg: TunerCo
   cool: this chain's EMA of 1[T̂ ≤ target]. A rung is "not hot" when the mean of its chains' `cool` is ≥ ½ (their
   median T̂ ≤ target); an empty rung counts as hot. r* is the largest r whose rungs 0..r are all not hot, −1 when
   rung 0 is already hot (then ε* is one ratio below the ladder)."""
-  same, _ = _same_key_chains(key)
+  _, same, _ = _same_key_chains(key)
   cools, rungs = jax.lax.all_gather(cool, CHAIN_AXIS), jax.lax.all_gather(rung, CHAIN_AXIS)
   members = same[None, :] & (rungs[None, :] == jnp.arange(cfg.ladder_rungs)[:, None])          # [R, C]
   mean = jnp.sum(jnp.where(members, cools[None, :], 0.0), axis=1) / jnp.maximum(jnp.sum(members, axis=1), 1)
