@@ -52,9 +52,8 @@ class Plan(NamedTuple):
 
 
 _SMILE = set(smile.SMILE_VARIANTS)                     # the `smile_family` group
-_ALL_SMILE = _SMILE | {"psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl"}
-_PSMILE = ({m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precondition}
-           | {"psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl"})
+_ALL_SMILE = _SMILE | set(smile.TUNED_PSMILE)
+_PSMILE = {m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precondition} | set(smile.TUNED_PSMILE)
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.
 _CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))

@@ -13,14 +13,14 @@ from jaxml.smile.chains import (ChainKernel, ChainResult, make_chain_runner, mak
                                 run_chains, run_mclmc, smile_chain_kernel)
 from jaxml.smile.api import make_classifier_method, make_method, make_model
 from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, psmile, smile, smile_family
-from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, Samplers, authors_row_order, eps_drift, evaluate,
-                                  fit_ensemble, make_samplers,
+from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Samplers, authors_row_order, eps_drift,
+                                  evaluate, fit_ensemble, make_samplers,
                                   member_plan, run_classification, run_split, sample_split, sampler_batch_size,
                                   schedule, step_grid)
 
 __all__ = [
-    "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "PrecondState", "SMILE_VARIANTS", "Sampler",
-    "Samplers", "SmileInfo", "SmileState", "TunerConfig", "TunerState", "authors_row_order", "eps_drift", "evaluate", "fit_ensemble",
+    "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "PrecondState", "SMILE_VARIANTS", "TUNED_PSMILE",
+    "Sampler", "Samplers", "SmileInfo", "SmileState", "TunerConfig", "TunerState", "authors_row_order", "eps_drift", "evaluate", "fit_ensemble",
     "gamma_quantile", "make_chain_runner", "make_classifier_method", "make_mclmc_runner", "make_method",
     "make_model", "make_samplers", "member_plan", "mile_warmup", "peg_per_step", "precond_init",
     "precond_inverse_mass", "precond_update", "psmile", "run_chains", "run_classification", "run_mclmc",

@@ -30,7 +30,7 @@ from jaxml.smile import api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
-           "family_hypers", "group_hypers",
+           "family_hypers", "group_hypers", "TUNED_PSMILE",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
@@ -40,6 +40,9 @@ METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmil
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
                   "psmile": (True, True), "psmile_clamp": (True, False)}
 CLAMPED = ("psmile_clamp",)
+# The tuned pSMILE methods with an absolute-target tuner, each its own group, -> the prefix of its config keys
+# (`<prefix>_step_size`, ...): energy_var, energy_quantile, virial, virial_ladder.
+TUNED_PSMILE = {"psmile_ev": "ev", "psmile_eq": "eq", "psmile_vt": "vt", "psmile_vl": "vl"}
 
 Result = tuple[dict[str, float], dict[str, float]]
 
@@ -83,11 +86,10 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 
 
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
-  """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`)."""
+  """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`; a tuned pSMILE method its
+  `<prefix>_step_size`, see TUNED_PSMILE)."""
   key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else (
-      {"psmile_ev": "ev_step_size", "psmile_eq": "eq_step_size", "psmile_vt": "vt_step_size",
-       "psmile_vl": "vl_step_size"}.get(
-          group, f"{group}_step_size"))
+      f"{TUNED_PSMILE.get(group, group)}_step_size")
   return tuple(float(e) for e in getattr(_c(cfg), key))
 
 
