@@ -328,8 +328,6 @@ def virial_update(step_size: jax.Array, temperature: jax.Array, state: TunerStat
   return _robbins_monro(step_size, signal, nonfinite, state, cfg, initial_step_size, pool_key)
 
 
-
-
 def ladder_rung(key: jax.Array, cfg: TunerConfig) -> jax.Array:
   """The pilot rung of this chain (vmapped with CHAIN_AXIS): its rank among the chains with the same pool `key`
   (same ε₀ and variant), modulo `ladder_rungs`, so that each rung gets every ladder_rungs-th of those chains."""
