@@ -129,15 +129,14 @@ def main() -> None:
     for samplers, sc, group, tag in jobs:
       gkey = pipeline.group_key(key, group)
       t1 = time.perf_counter()
-      methods, combos, _ = samplers.plans[group]
+      _, combos, count = samplers.plans[group]      # count: grads per step (SG group) or chains (MCLMC group)
       if combos is not None:     # a stochastic-gradient group: k chains per (method, ε₀), as experiments.smile_uci
         res = samplers.runners[group](jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members), train,
                                       gkey, pipeline.group_hypers(sc, group, combos, k), pipeline.combo_chain_ids(combos, k))
         parts = [(f"{m} eps {e!r}{tag}", slice(i * k, (i + 1) * k)) for i, (m, e) in enumerate(combos)]
       else:
-        c = samplers.plans[group][2]
-        res = samplers.runners[group](jax.tree.map(lambda a: a[:c], members), train, gkey)
-        parts = [(group, slice(0, c))]
+        res = samplers.runners[group](jax.tree.map(lambda a: a[:count], members), train, gkey)
+        parts = [(group, slice(0, count))]
       jax.block_until_ready(res.positions)
       print(f" {group}{tag}: {time.perf_counter() - t1:.0f}s", flush=True)
       for label, sl in parts:
