@@ -94,7 +94,9 @@ def main() -> None:
   if args.smile_eps:
     s["smile_step_size"] = tuple(float(e) for e in args.smile_eps.split("+"))
   for item in args.set:
-    name, value = item.split("=", 1)
+    name, sep, value = item.partition("=")
+    if not sep:
+      raise ValueError(f"--set {item}: expected KEY=VALUE")
     if name not in s:
       raise ValueError(f"--set {name}: not a pipeline config key")
     s[name] = ast.literal_eval(value)
