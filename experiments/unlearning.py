@@ -60,7 +60,7 @@ def plan(config) -> dict:
   p = {"data": dict(config.data), "model": dict(config.model), "seed": int(config.seed), "data_dir": config.data_dir,
        "tune": bool(config.tune), "representation_checks": bool(config.representation_checks),
        "class_sweep": tuple(int(c) for c in config.class_sweep), "paper_table": bool(config.paper_table),
-       "max_wall_s": float(config.max_wall_s),
+       "max_wall_s": float(config.max_wall_s), "eval_chunk": int(config.eval_chunk),
        "train_config": {"optim": dict(config.optim), "log_every": int(config.log_every),
                         "checkpoint_every": int(config.checkpoint_every), "mesh": dict(config.mesh),
                         "steps_per_dispatch": int(config.steps_per_dispatch),
@@ -85,6 +85,8 @@ def plan(config) -> dict:
   for m in VALIDATION_TUNED:
     if m in config.methods and m not in p["grids"]:
       raise common.ConfigError(f"{m} is chosen on validation: it needs a grid (config.grids.{m})")
+  if p["eval_chunk"] < 1:
+    raise common.ConfigError("eval_chunk is a number of rows (>= 1)")
   if not 0.0 <= p["data"]["val_holdout"] < 1.0:
     raise common.ConfigError("data.val_holdout is a fraction in [0, 1)")
   return p
@@ -197,12 +199,12 @@ def tune_cell(config, p, data, regime, model, cache, *, forget_class: int | None
   if orig is None:
     orig = runner.run_method("original", st["original"], model, None, task, seed=seed, cache=cache, train_config=tc)
   rt = runner.run_method("retrain", st["retrain"], model, orig.params, task, seed=seed, cache=cache, train_config=tc)
-  ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
-  ref_orig = ev.unlearning_metrics(ev.collect_outputs(orig.predict, task), task)
+  ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task, p["eval_chunk"]), task)
+  ref_orig = ev.unlearning_metrics(ev.collect_outputs(orig.predict, task, p["eval_chunk"]), task)
   grids = {m: p["grids"][m] for m in p["tuned"]}
   scores = {m: ev.scorer(p["grid_scores"][m], ref, ref_orig) for m in grids}
   chosen, log = runner.tune_methods(grids, st, model, orig.params, task, ref, seed=seed, cache=cache,
-                                    train_config=tc, scores=scores)
+                                    train_config=tc, scores=scores, eval_chunk=p["eval_chunk"])
   for m in log:
     log[m]["score"] = p["grid_scores"][m]
   return chosen, log, orig
@@ -217,7 +219,8 @@ def run_cell_seed(config, p, cell, task, model, chosen, seed, cache, orig=None) 
   sts = {"retrain": st["retrain"]} | {m: st[m] | chosen.get(m, {}) for m in config.methods}
   log = lambda s: print(f"[unlearning] {cell} seed {seed}: {s}", flush=True)  # noqa: E731
   out = runner.compare(config.methods, sts, model, orig, task, seed=seed,
-                       representation_checks=p["representation_checks"], cache=cache, train_config=tc, log=log)
+                       representation_checks=p["representation_checks"], cache=cache, train_config=tc, log=log,
+                       eval_chunk=p["eval_chunk"])
   return [common.row(method=m, dataset=cell, split=int(task.forget_idx.size), seed=seed, metrics=metrics, cost=cost)
           for m, metrics, cost in out]
 

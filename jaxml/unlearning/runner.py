@@ -160,10 +160,12 @@ def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequen
          task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
          cache: MutableMapping[Hashable, Any] | None = None,
          train_config: Mapping[str, Any] | None = None,
-         score: Callable[[Mapping[str, float]], float] | None = None) -> tuple[Any, dict[Any, float]]:
+         score: Callable[[Mapping[str, float]], float] | None = None,
+         eval_chunk: int = ev.EVAL_CHUNK) -> tuple[Any, dict[Any, float]]:
   """The value of `param` among `values` with the smallest Avg. Gap to `reference` (Retrain's
   metrics on `task`), or the smallest `score(metrics)` when given (e.g. `evaluate.scorer("bar", ...)`);
-  a diverged run scores inf. Returns (best or None if not applicable, scores)."""
+  a diverged run scores inf. `eval_chunk`: rows per compiled evaluation pass (`evaluate.collect_outputs`).
+  Returns (best or None if not applicable, scores)."""
   gaps: dict[Any, float] = {}
   for v in values:
     try:
@@ -174,7 +176,7 @@ def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequen
     except core.NonFiniteLossError:
       gaps[v] = float("inf")        # diverged: never chosen
       continue
-    m = ev.unlearning_metrics(ev.collect_outputs(out.predict, task), task)
+    m = ev.unlearning_metrics(ev.collect_outputs(out.predict, task, eval_chunk), task)
     gaps[v] = score(m) if score is not None else ev.avg_gap(m, reference)
   return (min(gaps, key=gaps.get) if gaps else None), gaps
 
@@ -183,15 +185,15 @@ def tune_methods(grids: Mapping[str, tuple[str, Sequence[Any]]], settings: Mappi
                  params0: Any, task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
                  cache: MutableMapping[Hashable, Any] | None = None,
                  train_config: Mapping[str, Any] | None = None,
-                 scores: Mapping[str, Callable[[Mapping[str, float]], float]] | None = None
-                 ) -> tuple[dict[str, dict], dict[str, Any]]:
+                 scores: Mapping[str, Callable[[Mapping[str, float]], float]] | None = None,
+                 eval_chunk: int = ev.EVAL_CHUNK) -> tuple[dict[str, dict], dict[str, Any]]:
   """`tune` for every method of `grids` ({method: (param, values)}, in order), each by its score in
   `scores` (Avg. Gap to `reference` for a method without one): the chosen settings
   ({method: {param: value}}, applicable methods only) and a log of the scores (non-finite -> None)."""
   chosen, log = {}, {}
   for name, (param, values) in grids.items():
     best, gaps = tune(name, settings[name], param, values, model, params0, task, reference, seed=seed, cache=cache,
-                      train_config=train_config, score=(scores or {}).get(name))
+                      train_config=train_config, score=(scores or {}).get(name), eval_chunk=eval_chunk)
     if best is not None:
       chosen[name] = {param: best}
       log[name] = {"param": param, "chosen": best,
@@ -303,7 +305,8 @@ def representation_overlap(model, params: Any, task: UnlearningTask, cache: Muta
 def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], model, orig: RunOutput,
             task: UnlearningTask, *, seed: int, representation_checks: bool = True,
             cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
-            log: Callable[[str], None] = lambda s: None) -> list[tuple[str, dict[str, float], dict[str, float]]]:
+            log: Callable[[str], None] = lambda s: None,
+            eval_chunk: int = ev.EVAL_CHUNK) -> list[tuple[str, dict[str, float], dict[str, float]]]:
   """Retrain and every method of `methods` from the original model's run `orig` on one forget split.
   Returns (method, metrics, cost) for "original", "retrain" and each applicable method: unlearning
   metrics, forget accuracy FA, Avg. Gap and KL / JS to Retrain, the collision check of the mean
@@ -312,11 +315,13 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
   accuracy is lost (`retained_flips`),
   optional representation checks; cost = wall / steady
   seconds, steps and their ratios to Retrain (rte, rte_wall). A diverged method gets metrics
-  {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in)."""
+  {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in).
+  `eval_chunk`: rows per compiled evaluation pass (`evaluate.collect_outputs`)."""
   out: list[tuple[str, dict[str, float], dict[str, float]]] = []
   rt = run_method("retrain", settings["retrain"], model, orig.params, task, seed=seed, cache=cache,
                   train_config=train_config)
-  out_orig, out_rt = ev.collect_outputs(orig.predict, task), ev.collect_outputs(rt.predict, task)
+  out_orig, out_rt = (ev.collect_outputs(orig.predict, task, eval_chunk),
+                      ev.collect_outputs(rt.predict, task, eval_chunk))
   ref = ev.unlearning_metrics(out_rt, task)
   coll = mean_collision(model, orig.params, task, cache) | representation_overlap(model, orig.params, task, cache)
   coll |= masked_head_shift(out_orig, task)
@@ -353,7 +358,7 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
       log(f"{method}: DIVERGED ({e})")
       out.append((method, {"diverged": 1.0}, {}))
       continue
-    m, cost = record(method, ev.collect_outputs(run.predict, task), run)
+    m, cost = record(method, ev.collect_outputs(run.predict, task, eval_chunk), run)
     log(f"{method:16s} gap {m['avg_gap']:6.2f} UA {m['UA']:5.1f} RA {m['RA']:5.1f} TA {m['TA']:5.1f} "
         f"MIA {m['MIA']:5.1f} | RTE {100 * cost['rte']:6.2f}% steady, {100 * cost['rte_wall']:6.1f}% wall "
         f"({run.num_steps} steps)")

@@ -47,6 +47,10 @@ def test_unknown_names_rejected_before_running():
   config = unlearning_config.get_config("smoke:datasets=cifar100")
   with pytest.raises(ValueError, match="unknown dataset"):
     exp.run(config, "/nonexistent/should_not_be_written")
+  config = unlearning_config.get_config("smoke")
+  config.eval_chunk = 0
+  with pytest.raises(ValueError, match="eval_chunk"):
+    exp.run(config, "/nonexistent/should_not_be_written")
 
 
 def test_paper_preset_two_steps_on_mock_cifar10(tmp_path):
@@ -58,6 +62,7 @@ def test_paper_preset_two_steps_on_mock_cifar10(tmp_path):
   config.ru.update(min_steps=2, epochs=0.0, batch_size=32)
   config.model.update(resnet_stage_sizes=(1, 1), resnet_width=8)
   config.representation_checks = False
+  config.eval_chunk = 64          # 64 + 32 rows: no passes padded to 2 048
   with tfds.testing.mock_data(num_examples=64, policy=tfds.testing.MockPolicy.USE_CODE):
     rows = exp.run(config, str(tmp_path))
   by = {r["method"]: r for r in rows}
