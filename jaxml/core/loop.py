@@ -23,6 +23,7 @@ from jax.sharding import Mesh, PartitionSpec
 from jaxml.core import checkpoint as ckpt
 from jaxml.core import select as sel
 from jaxml.core import sharding as shd
+from jaxml.core.batching import tree_all_finite
 from jaxml.core.metrics import MetricWriter, mean_metrics
 from jaxml.core.step import make_multi_step
 from jaxml.core.train_state import TrainState
@@ -86,11 +87,7 @@ def _fmt_eta(seconds: float) -> str:
   return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
-@jax.jit
-def _tree_finite(tree: Any) -> jax.Array:
-  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-            if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
-  return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+_tree_finite = jax.jit(tree_all_finite)
 
 
 def _save_if_finite(manager: ocp.CheckpointManager, step: int, state: TrainState, name: str) -> None:
