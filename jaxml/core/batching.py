@@ -1,4 +1,4 @@
-"""Host-side helpers shared by every method: row-chunked evaluation and a finite-tree check."""
+"""Host-side utilities shared by every method: row-chunked evaluation and a finite-tree check."""
 
 from typing import Any, Callable
 
