@@ -28,7 +28,7 @@ class Trainer(NamedTuple):
   config: dict[str, Any]                     # resolved model config
   method: core.Method
   optimizer: optax.GradientTransformation
-  core: core.Trainer                         # compiled-once step (the same object for every call)
+  core: core.TrainSteps                         # compiled-once step (the same object for every call)
   reward: Callable                           # inference reward fn(params, h [N, D]) -> [N]; one object
 
 

@@ -10,8 +10,8 @@ optimizer, state, step and checkpoints by hand:
 optionally `log_every`, `eval_every`, `checkpoint_every`, `steps_per_dispatch`, `ema_decay`,
 `unroll` (the K steps of a dispatch written out instead of scanned, see `make_multi_step`; with
 `steps_per_dispatch` 0 it then means one step per dispatch) and a `mesh` section (`num_data`, 0 = all devices). The learning rate is injected into the
-optimizer state as an array, so a `Trainer` built once serves a whole learning-rate grid with
-one compilation (`train(trainer, ..., lr=x)`).
+optimizer state as an array, so a `TrainSteps` built once serves a whole learning-rate grid with
+one compilation (`train(steps, ..., lr=x)`). `loop_config` builds that dict, typed once.
 """
 
 import os
@@ -34,13 +34,13 @@ from jaxml.core.step import make_eval_step, make_multi_step, make_train_step
 from jaxml.core.train_state import TrainState, create_train_state
 from jaxml.core.types import Batch, Method, Params
 
-__all__ = ["Trainer", "TrainContext", "TrainResult", "make_trainer", "train", "mesh_from_config"]
+__all__ = ["TrainSteps", "TrainContext", "TrainResult", "loop_config", "make_trainer", "train", "mesh_from_config"]
 
 
-class Trainer(NamedTuple):
+class TrainSteps(NamedTuple):
   """The compiled-once part of training: a method with its optimizer and pure step functions.
 
-  Reuse one Trainer across runs that differ only in arrays (learning rate, seed, data of the
+  Reuse one TrainSteps across runs that differ only in arrays (learning rate, seed, data of the
   same shapes): jax then traces and compiles its step once.
   """
 
@@ -86,6 +86,37 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
   return cfg.get(key, default) if cfg is not None else default
 
 
+def _plain(section: Any) -> dict[str, Any]:
+  """A (Config)dict section as a plain dict, nested sections included."""
+  return {k: (_plain(v) if hasattr(v, "keys") else v) for k, v in section.items()}
+
+
+def _int_or_zero(v: Any) -> int:
+  return int(v or 0)
+
+
+# The keys `train` / `make_trainer` read, each with its one conversion.
+_LOOP_KEYS: dict[str, Callable[[Any], Any]] = {
+    "optim": _plain, "num_steps": int, "log_every": int, "eval_every": _int_or_zero,
+    "checkpoint_every": _int_or_zero, "steps_per_dispatch": _int_or_zero,
+    "ema_decay": lambda v: float(v) if v else None, "unroll": bool,
+    "mesh": lambda v: _plain(v) if v is not None else None}
+
+
+def loop_config(config: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
+  """The settings dict `train` reads: the loop keys `config` has (an experiment config with the base
+  sections: optim, log_every, checkpoint_every, steps_per_dispatch, mesh, ...), then `settings`.
+
+  Every value is converted once here (ints, plain dicts); other keys of `config` are not read, and
+  an unknown key in `settings` is a TypeError.
+  """
+  unknown = sorted(set(settings) - set(_LOOP_KEYS))
+  if unknown:
+    raise TypeError(f"loop_config: unknown keys {unknown}; expected some of {sorted(_LOOP_KEYS)}")
+  out = {k: config[k] for k in _LOOP_KEYS if config is not None and k in config} | settings
+  return {k: _LOOP_KEYS[k](v) for k, v in out.items()}
+
+
 def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
   """A mesh from a `mesh` config section: num_data (0: all devices) and num_model (default 1)."""
   num_data = int(_get(mesh_cfg, "num_data", 0) or 0)
@@ -94,7 +125,7 @@ def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
 
 
 def make_trainer(method: Method, config: Mapping[str, Any], *,
-                 optimizer: optax.GradientTransformation | None = None) -> Trainer:
+                 optimizer: optax.GradientTransformation | None = None) -> TrainSteps:
   """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps.
 
   `optimizer` replaces the one built from the config (e.g. per-group rates via
@@ -112,7 +143,7 @@ def make_trainer(method: Method, config: Mapping[str, Any], *,
   eval_step = (make_eval_step(method.eval_fn, use_ema=ema is not None, uses_extra=method.eval_uses_extra)
                if method.eval_fn is not None else None)
   multi_step = make_multi_step(train_step, unroll=bool(_get(config, "unroll", False)))
-  return Trainer(method, optimizer, train_step, multi_step, eval_step, ema)
+  return TrainSteps(method, optimizer, train_step, multi_step, eval_step, ema)
 
 
 def _reiterable(eval_batches: Any) -> Callable[[], Iterable[Batch]] | None:
@@ -124,17 +155,17 @@ def _reiterable(eval_batches: Any) -> Callable[[], Iterable[Batch]] | None:
   return lambda: batches
 
 
-def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[Batch], config: Mapping[str, Any], *,
+def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterable[Batch], config: Mapping[str, Any], *,
           workdir: str | None = None, name: str = "train", seed: int = 0, example_batch: Batch | None = None,
           init_params: Params | None = None, init_rng: jax.Array | None = None, extra: Any = None,
           eval_batches: Any = None, select: Selection | None = None, hooks: Sequence[Hook] = (),
           mesh: Mesh | None = None, lr: float | None = None, writer: MetricWriter | None = None,
           sharding_rules: Sequence[tuple[str, PartitionSpec]] | None = None, shard_batch_rows: bool = True,
           optimizer: optax.GradientTransformation | None = None, progress: bool = True) -> TrainResult:
-  """Trains `method` (or a prebuilt `Trainer`) through `fit`; resumable under `workdir`.
+  """Trains `method` (or a prebuilt `TrainSteps`) through `fit`; resumable under `workdir`.
 
   Args:
-    method: a `Method`, or a `Trainer` from `make_trainer` to share one compilation across runs.
+    method: a `Method`, or the `TrainSteps` from `make_trainer` to share one compilation across runs.
     batches: `fn(step) -> numpy batch` (exact resume) or an iterable of batches.
     config: dict/ConfigDict with optim, num_steps and the optional loop keys (module docstring).
     workdir: if set, checkpoints go to `<workdir>/checkpoints/<name>` (a rerun resumes) and
@@ -151,7 +182,7 @@ def train(method: Method | Trainer, batches: Callable[[int], Batch] | Iterable[B
     lr: overrides `config['optim']['lr']`, as an array (no recompilation).
     optimizer: replaces the optimizer built from `config['optim']` (see `make_trainer`).
   """
-  trainer = method if isinstance(method, Trainer) else make_trainer(method, config, optimizer=optimizer)
+  trainer = method if isinstance(method, TrainSteps) else make_trainer(method, config, optimizer=optimizer)
   method = trainer.method
   num_steps = int(_get(config, "num_steps"))
   log_every = int(_get(config, "log_every", 100) or 100)

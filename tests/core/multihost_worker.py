@@ -28,7 +28,7 @@ def train(out_dir: str, process_id: int, num_processes: int):
   global_batches = helpers.batch_fn(data)
   local = lambda step: iterators.process_slice(global_batches(step), process_id, num_processes)  # noqa: E731
   result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), local, num_steps=NUM_STEPS,
-                    log_every=6, checkpoint_manager=core.make_manager(os.path.join(out_dir, "ckpt")),
+                    log_every=6, checkpoint_manager=core.checkpoint.make_manager(os.path.join(out_dir, "ckpt")),
                     checkpoint_every=6, progress=process_id == 0)
   return result
 

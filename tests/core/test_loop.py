@@ -24,7 +24,7 @@ def _run(tmp_path, num_steps, *, interrupt_at=None, ckpt_every=10, name="run"):
       if step == interrupt_at:
         raise _Interrupt()
     hooks.append(core.Hook(1, stop))
-  manager = core.make_manager(str(tmp_path / name))
+  manager = core.checkpoint.make_manager(str(tmp_path / name))
   return core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
                   num_steps=num_steps, log_every=5, checkpoint_manager=manager, checkpoint_every=ckpt_every,
                   hooks=hooks, progress=False, writer=core.MetricWriter(str(tmp_path / name)))
@@ -45,10 +45,10 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path):
 def test_checkpoint_round_trip(tmp_path):
   state, _, _ = helpers.fresh_state()
   state = state.replace(step=jnp.asarray(7, jnp.int32), extra={"c": jnp.arange(3.0)})
-  manager = core.make_manager(str(tmp_path / "ck"))
-  core.save(manager, 7, state)
+  manager = core.checkpoint.make_manager(str(tmp_path / "ck"))
+  core.checkpoint.save(manager, 7, state)
   blank = jax.tree.map(jnp.zeros_like, state)
-  restored = core.restore(manager, core.latest_step(manager), blank)
+  restored = core.checkpoint.restore(manager, core.checkpoint.latest_step(manager), blank)
   chex.assert_trees_all_equal(restored, state)
 
 
@@ -62,12 +62,12 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
       batch["y"] = np.full_like(batch["y"], np.nan)
     return batch
 
-  manager = core.make_manager(str(tmp_path / "nan"))
+  manager = core.checkpoint.make_manager(str(tmp_path / "nan"))
   with pytest.raises(core.NonFiniteLossError, match="last good checkpoint"):
     core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), poisoned, num_steps=30,
              log_every=1, checkpoint_manager=manager, checkpoint_every=5, progress=False)
-  assert core.latest_step(manager) == 10
-  good = core.restore(manager, 10, state)
+  assert core.checkpoint.latest_step(manager) == 10
+  good = core.checkpoint.restore(manager, 10, state)
   assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(good.params))
 
 
@@ -86,7 +86,7 @@ def test_hook_can_replace_extra_state():
 def test_fit_with_eval_and_iterator(tmp_path):
   state, optimizer, data = helpers.fresh_state()
   batches = (helpers.batch_fn(data)(i) for i in range(100))
-  eval_step = core.make_eval_step(lambda p, b: helpers.mlp_loss(p, b, None)[1])
+  eval_step = core.step.make_eval_step(lambda p, b: helpers.mlp_loss(p, b, None)[1])
   result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), batches, num_steps=8,
                     log_every=4, eval_step=eval_step, eval_batches=lambda: [data], eval_every=4,
                     progress=False)
@@ -109,9 +109,9 @@ def test_hook_can_stop_training_early(tmp_path):
     if step == 7:
       raise core.StopTraining()
 
-  manager = core.make_manager(str(tmp_path / "stop"))
+  manager = core.checkpoint.make_manager(str(tmp_path / "stop"))
   result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
                     num_steps=50, log_every=5, hooks=[core.Hook(1, stop_at_seven)], checkpoint_manager=manager,
                     checkpoint_every=5, progress=False)
-  assert int(result.state.step) == 7 and core.latest_step(manager) == 7
+  assert int(result.state.step) == 7 and core.checkpoint.latest_step(manager) == 7
   assert np.isfinite(result.train_metrics["loss"])

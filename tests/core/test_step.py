@@ -43,8 +43,8 @@ def test_sharded_step_matches_single_device():
   expected, expected_metrics = jax.jit(step)(state, batch)
   mesh = core.make_mesh()
   shardings = jax.tree.map(lambda _: NamedSharding(mesh, P()), state)
-  compiled = core.compile_train_step(step, shardings, mesh)
-  got, metrics = compiled(jax.device_put(state, shardings), core.shard_batch(batch, mesh))
+  compiled = core.sharding.compile_train_step(step, shardings, mesh)
+  got, metrics = compiled(jax.device_put(state, shardings), core.sharding.shard_batch(batch, mesh))
   chex.assert_trees_all_close(got.params, expected.params, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(metrics["loss"], expected_metrics["loss"], rtol=1e-5)
 
@@ -121,8 +121,8 @@ def test_sharding_rules_place_params_and_keep_results():
   expected, _ = jax.jit(step)(state, batch)
   mesh = core.make_mesh(num_model=2)
   rules = [(r"params/Dense_0/kernel", P(None, "model")), (r"opt_state/.*Dense_0/kernel", P(None, "model"))]
-  shardings = core.state_shardings(state, mesh, rules)
-  placed = core.replicate(state, mesh, shardings)
+  shardings = core.sharding.state_shardings(state, mesh, rules)
+  placed = core.sharding.replicate(state, mesh, shardings)
   assert placed.params["Dense_0"]["kernel"].sharding.spec == P(None, "model")
-  got, _ = core.compile_train_step(step, shardings, mesh)(placed, core.shard_batch(batch, mesh))
+  got, _ = core.sharding.compile_train_step(step, shardings, mesh)(placed, core.sharding.shard_batch(batch, mesh))
   chex.assert_trees_all_close(got.params, expected.params, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from jaxml import core
+from jaxml.core.train import mesh_from_config
 from tests.core import helpers
 
 
@@ -124,7 +125,7 @@ def test_learning_rate_grid_shares_one_trace():
   finals = []
   for lr in (0.01, 0.05, 0.2):
     result = core.train(trainer, lambda step: data, config, lr=lr, progress=False)
-    assert float(core.learning_rate(result.state.opt_state)) == pytest.approx(lr)
+    assert float(core.optim.learning_rate(result.state.opt_state)) == pytest.approx(lr)
     finals.append(float(result.train_metrics["loss"]))
   chex.clear_trace_counter()
   assert finals[0] > finals[1] > finals[2]       # larger steps make more progress in 20 steps
@@ -230,5 +231,5 @@ def test_mesh_and_optimizer_accept_plain_dicts_and_config_dicts():
   outs = [tx.update(grads, tx.init(params), params)[0] for tx in
           (core.make_optimizer(cfg), core.make_optimizer(ml_collections.ConfigDict(cfg)))]
   chex.assert_trees_all_equal(*outs)
-  assert core.mesh_from_config({"num_data": 2}).shape["data"] == 2
-  assert core.mesh_from_config(ml_collections.ConfigDict({"num_data": 0})).devices.size == jax.device_count()
+  assert mesh_from_config({"num_data": 2}).shape["data"] == 2
+  assert mesh_from_config(ml_collections.ConfigDict({"num_data": 0})).devices.size == jax.device_count()

@@ -162,6 +162,6 @@ def test_sharded_emf_step_matches_single_device():
   mesh = core.make_mesh()
   assert mesh.devices.size == 8
   shardings = jax.tree.map(lambda _: NamedSharding(mesh, P()), state)
-  compiled = core.compile_train_step(step, shardings, mesh)
-  got, _ = compiled(jax.device_put(state, shardings), core.shard_batch(batch, mesh))
+  compiled = core.sharding.compile_train_step(step, shardings, mesh)
+  got, _ = compiled(jax.device_put(state, shardings), core.sharding.shard_batch(batch, mesh))
   chex.assert_trees_all_close(got.params, expected.params, rtol=1e-5, atol=1e-6)
