@@ -39,7 +39,7 @@ def base_config(*, data_dir: bool = True) -> ml_collections.ConfigDict:
   experiment whose data needs no root (e.g. sklearn's bundled digits) passes `data_dir=False`.
   Keys read by `core.train`: optim (all of it, `core.make_optimizer`), num_steps, log_every,
   checkpoint_every, eval_every, steps_per_dispatch (0: the largest K <= 50 dividing every
-  cadence) and mesh.num_data (0: all devices).
+  cadence) and mesh.num_data (0: all devices). The launcher reads `tensorboard`.
   """
   config = ml_collections.ConfigDict()
   config.preset = ""
@@ -53,4 +53,5 @@ def base_config(*, data_dir: bool = True) -> ml_collections.ConfigDict:
   config.checkpoint_every = 0
   config.steps_per_dispatch = 0   # K training steps per host dispatch; 0: automatic
   config.mesh = ml_collections.ConfigDict(dict(num_data=0))   # 0: all devices
+  config.tensorboard = True       # TensorBoard event files beside metrics.jsonl (read by the launcher)
   return config

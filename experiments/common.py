@@ -3,6 +3,8 @@
 Contract (stable across the project): every run writes into --workdir
   config.json     the resolved config
   metrics.jsonl   one JSON object per logged step (written by core.fit's MetricWriter)
+  events.out.tfevents.*  the same scalars for TensorBoard (`tensorboard --logdir=WORKDIR`); the
+                  base config key `tensorboard=False` turns them off
   *.png           plots
   results.json    {"experiment", "preset", "rows": [{"method", "dataset", "split", "seed",
                    "metrics": {name: float}, "cost": {name: float}}], "wall_s", "env"}
@@ -43,7 +45,7 @@ from ml_collections import config_flags
 from jaxml import core
 
 __all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
-           "workdir_subdir", "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
+           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
            "track_reads", "config_leaves", "override_keys", "enable_compilation_cache", "cache_dir"]
 
 FLAGS = flags.FLAGS
@@ -262,12 +264,6 @@ def lock_workdir(workdir: str) -> int:
   return fd
 
 
-def workdir_subdir(workdir: str, *names: str) -> str:
-  path = os.path.join(workdir, *names)
-  os.makedirs(path, exist_ok=True)
-  return path
-
-
 def save_plot(fig: Any, workdir: str, name: str) -> str:
   """Saves a matplotlib figure as PNG in the workdir (process 0 only) and closes it."""
   import matplotlib.pyplot as plt
@@ -309,6 +305,8 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
                         cpu_collectives=FLAGS.cpu_collectives)
   config_dict = config.to_dict()
   reads = track_reads(config)
+  # Every MetricWriter of this run (however deep in a pipeline) follows the config's one switch.
+  os.environ[core.metrics.TENSORBOARD_ENV] = "1" if config.get("tensorboard", True) else "0"
   overrides = override_keys(sys.argv[1:])
   try:
     if plan is not None:

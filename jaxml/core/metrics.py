@@ -1,14 +1,20 @@
-"""Metric averaging across steps and the host-side writer (process 0 only)."""
+"""Metric averaging across steps and the host-side writer (process 0 only): `metrics.jsonl` plus
+TensorBoard event files in the same folder (point `tensorboard --logdir` at a workdir)."""
 
 import json
 import math
 import os
-from typing import Any, Mapping
+import struct
+from typing import Any, Iterator, Mapping
 
 import jax
 import numpy as np
 
-__all__ = ["mean_metrics", "MetricWriter", "to_python"]
+__all__ = ["mean_metrics", "MetricWriter", "to_python", "read_events", "TENSORBOARD_ENV"]
+
+# Process-wide off switch for the event files ("0" turns them off); the launcher sets it from the
+# config key `tensorboard`, so writers built deep inside a pipeline follow the experiment's config.
+TENSORBOARD_ENV = "JAXML_TENSORBOARD"
 
 
 def mean_metrics(history: list[Mapping[str, Any]]) -> dict[str, float]:
@@ -32,13 +38,23 @@ def to_python(tree: Any) -> Any:
   return jax.tree.map(conv, tree)
 
 
-class MetricWriter:
-  """Appends one JSON object per logged step to `<workdir>/metrics.jsonl` on process 0."""
+def tensorboard_enabled() -> bool:
+  return os.environ.get(TENSORBOARD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
-  def __init__(self, workdir: str | None, *, filename: str = "metrics.jsonl", prefix: str = ""):
+
+class MetricWriter:
+  """Appends one JSON object per logged step to `<workdir>/metrics.jsonl` on process 0 and, unless
+  `tensorboard` is False or $JAXML_TENSORBOARD is 0, the scalar values as TensorBoard events
+  (tensorboardX's writer, one event file per writer, flushed at every write)."""
+
+  def __init__(self, workdir: str | None, *, filename: str = "metrics.jsonl", prefix: str = "",
+               tensorboard: bool = True):
+    self.workdir = workdir
     self.path = os.path.join(workdir, filename) if workdir else None
     self.prefix = prefix
     self.enabled = self.path is not None and jax.process_index() == 0
+    self.tensorboard = self.enabled and tensorboard and tensorboard_enabled()
+    self._events = None   # the event writer, opened at the first write (no empty event files)
     if self.enabled:
       os.makedirs(workdir, exist_ok=True)
 
@@ -50,3 +66,38 @@ class MetricWriter:
       row[f"{self.prefix}{k}"] = None if isinstance(v, float) and not math.isfinite(v) else v
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
+    if self.tensorboard:
+      self._write_events(int(step), row)
+
+  def _write_events(self, step: int, row: Mapping[str, Any]) -> None:
+    if self._events is None:
+      import tensorboardX
+      # Writers of one process may open in the same second: the suffix keeps their files apart.
+      self._events = tensorboardX.SummaryWriter(self.workdir, filename_suffix=f".{os.getpid()}.{id(self):x}")
+    for k, v in row.items():
+      if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        self._events.add_scalar(k, v, step)
+    self._events.flush()
+
+  def close(self) -> None:
+    if self._events is not None:
+      self._events.close()
+      self._events = None
+
+
+def read_events(workdir: str) -> Iterator[tuple[str, int, float]]:
+  """(tag, step, value) of every scalar in the TensorBoard event files of `workdir` (TFRecord framing:
+  length, its CRC, the serialized `Event`, its CRC; CRCs not checked), file by file."""
+  from tensorboardX.proto import event_pb2
+  for name in sorted(os.listdir(workdir)):
+    if not name.startswith("events.out.tfevents."):
+      continue
+    with open(os.path.join(workdir, name), "rb") as f:
+      data = f.read()
+    pos = 0
+    while pos + 12 <= len(data):
+      (length,) = struct.unpack("<Q", data[pos:pos + 8])
+      event = event_pb2.Event.FromString(data[pos + 12:pos + 12 + length])
+      pos += 12 + length + 4
+      for value in event.summary.value:
+        yield value.tag, int(event.step), float(value.simple_value)
