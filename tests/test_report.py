@@ -1,4 +1,4 @@
-"""Shared report helpers: paired matching, sign test, tables, plot."""
+"""Shared report helpers: paired matching, sign test, tables, the one formatter, plot."""
 
 import math
 
@@ -67,3 +67,15 @@ def test_ours_vs_best_pairs_on_split_and_seed_not_row_order():
   base = [row("base", s, i, 0.55 + 0.1 * s) for s in reversed(range(3)) for i in (1, 0)][:-1]   # (0, 0) missing
   text = report.ours_vs_best(ours + base, ours="ours", baselines=("base",), settings=("loc",))
   assert "5 wins / 0 losses" in text
+
+
+def test_frame_and_the_one_formatter():
+  df = report.frame(ROWS[:2] + [dict(ROWS[0], metrics={"acc": None, "nll": 2.0})])
+  assert list(df.columns) == ["method", "dataset", "split", "seed", "acc", "nll"]
+  assert df["acc"].isna().tolist() == [False, False, True] and df["nll"].isna().sum() == 2
+  # Non-finite values are skipped like None; population std; scale applies before formatting.
+  assert report.fmt_mean_std([0.1, float("nan"), 0.3, None], 1, scale=100.0) == "20.0 ± 10.0"
+  assert report.fmt_mean_std([1.0, 3.0], 2, se=True) == "2.00 ± 1.00"      # sample std sqrt(2) / sqrt(2)
+  cells = report.method_cell_table(ROWS, ["a"], ["base", "ours"], [("acc", "acc %", 1, "metrics", 100.0)],
+                                   {"ours": "Ours"})
+  assert "| base | 80.0 ± 0.0 |" in cells and "| Ours | 92.5 ± 1.7 |" in cells and "### a (1 seed)" in cells
