@@ -6,7 +6,7 @@ Both steps are timed the way `core.train` runs them: `core.make_train_step`, sta
 K = --steps_per_dispatch steps per dispatch (a `lax.scan` over K stacked batches; the loop's
 automatic K for the `ranks` cadences is 50), plus the host-side batch function of `sol.fit`
 (SOL: `make_pair_batches`, B bases + B references and the exact pair sampler on the host, drawn
-for a block of `--refresh_every` steps at once as in `sol.fit`; CE: `plain_batches`, 2B random
+for a block of `--refresh_every` steps at once as in `sol.fit`; CE: `epoch_batches`, 2B random
 rows, the experiment's equal budget). Times are process CPU time
 (robust to other jobs on a shared machine), interleaved in rounds; each figure is the fastest
 round. Also printed: one step per dispatch, and SOL with the pairs drawn inside the step (the
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxml import core, sol
+from jaxml.data import iterators
 
 
 def _cpu_ms(fn, *args, n: int = 1) -> tuple[float, object]:
@@ -81,7 +82,7 @@ def main() -> None:
   s = sol_l.settings
   pair_batches = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]),
                                        pairs_per_class=sol.host_pair_count(s), block=args.refresh_every)
-  ce_batches = sol.plain_batches(x, y, 2 * b, seed=0)
+  ce_batches = iterators.epoch_batches({"x": x, "y": y}, 2 * b, seed=0)
   host_steps = 4 * args.refresh_every
   sol_host, sol_list = _cpu_ms(lambda: [pair_batches(i) for i in range(host_steps)], n=host_steps)
   plain_pairs = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]), block=args.refresh_every)

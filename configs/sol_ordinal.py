@@ -9,7 +9,7 @@
 
 Presets:
   smoke     every method at toy size (seconds).
-  ranks     the paper's protocol (issue 18): many native/raw ranks (abalone rings; bostonhousing,
+  ranks     the paper's protocol: many native/raw ranks (abalone rings; bostonhousing,
             stocksdomain, bank32nh, computer, california in 30 equal-width ranks), open-range
             Gaussian noise s = p·range/100 clipped only at 0, rank set from the noisy labels,
             σ = 1, τ = 3, relabelling from step 1000 every 200 steps (centroids every 100),

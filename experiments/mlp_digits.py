@@ -42,9 +42,7 @@ def plan(config) -> Plan:
     models[kind] = {"kind": kind}
   if "mlp" in models:   # the linear model has no hidden layers, so these are read only for the MLP
     models["mlp"].update(hidden=tuple(config.model.hidden), dropout=float(config.model.dropout))
-  train = {"optim": dict(config.optim), "mesh": dict(config.mesh)}
-  for key in ("num_steps", "log_every", "eval_every", "checkpoint_every", "steps_per_dispatch"):
-    train[key] = int(config[key])
+  train = core.loop_config(config)
   core.make_optimizer(train["optim"])   # a bad optimizer name fails here, before anything is written
   return Plan(config.data.name, int(config.seed), float(config.data.test_fraction), int(config.data.batch_size),
               tuple(int(s) for s in config.seeds), models, train)

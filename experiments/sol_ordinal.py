@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments import common
+from experiments import common, report
 from jaxml import core, sol
 from jaxml.data import countdots, offline, ordinal_noise
 from jaxml.metrics import ranking
@@ -30,10 +30,8 @@ def parse_noise(spec: str) -> tuple[str, float]:
 
 
 def train_config(config) -> dict[str, Any]:
-  """What `sol.make_trainer` / `core.train` read."""
-  return {**{k: int(v) for k, v in dict(config.train).items()}, "optim": dict(config.optim),
-          "log_every": int(config.log_every), "checkpoint_every": int(config.checkpoint_every),
-          "steps_per_dispatch": int(config.steps_per_dispatch), "mesh": dict(config.mesh)}
+  """What `sol.make_trainer` reads: the loop settings of the base config and the `train` section."""
+  return core.loop_config(config) | {k: int(v) for k, v in dict(config.train).items()}
 
 
 def plan(config) -> None:
@@ -73,7 +71,7 @@ def prepare(config, name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
   """Every partition of one dataset with a validation split and one noisy label draw per noise
   setting (train and validation rows; test stays clean); returns them and, per noise setting, the
   rank count that holds that setting's noisy train/validation labels and the clean test labels of
-  every partition. The rank set follows the noisy labels of each draw (issue 18), so a setting's
+  every partition. The rank set follows the noisy labels of each draw, so a setting's
   results do not depend on which other settings run in the same job: padding the rank set with
   empty top ranks changes SOL's and CE's predictions (tests/sol/test_rank_sets.py), and CORN's."""
   parts, labels = [], {spec: [] for spec in config.noise.settings}
@@ -170,12 +168,8 @@ def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, s
     ds, _, s = r["dataset"].rpartition("/")
     if s == spec:
       table[(ds, r["method"])][r["split"]] = r["metrics"]["mae"]
-  lines += ["| method | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
-  for m in methods:
-    cells = [f"{np.mean(list(v.values())):.3f} ± {np.std(list(v.values())):.3f}" if (v := table[(ds, m)]) else "—"
-             for ds in datasets]
-    lines.append(f"| {m} | " + " | ".join(cells) + " |")
-  lines.append("")
+  lines.append(report.markdown_table(["method", *datasets], [
+      [m] + [report.fmt_mean_std(table[(ds, m)].values(), 3) for ds in datasets] for m in methods]))
   wins = 0
   for ds in datasets:
     base = [m for m in methods if m in sol.BASELINES and table[(ds, m)]]
@@ -211,6 +205,8 @@ def run(config, workdir: str) -> list[dict]:
   common.write_json(os.path.join(workdir, "summary.json"),
                     json.loads(json.dumps(summaries).replace("NaN", "null")))
   print(text, flush=True)
+  report.bar_plot([r for r in rows if "[" not in r["method"]], "mae", workdir, "mae.png",
+                  title="test MAE (validation-chosen decoder)")
   return rows
 
 

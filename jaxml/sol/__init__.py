@@ -10,9 +10,9 @@ from jaxml.sol.api import (ALL_METHODS, BASELINES, DEFAULTS, RELABEL_DECODERS, S
 from jaxml.sol.decoders import DECODERS
 from jaxml.sol.pairs import LabelBook, make_pair_batches, sample_references
 from jaxml.sol.refine import RELABEL_STEPS, Refinement, refine_labels
-from jaxml.sol.train import Fitted, Trainer, fit, make_trainer, plain_batches, predict, relabel_steps
+from jaxml.sol.train import Fitted, RankTrainer, fit, make_trainer, predict, relabel_steps
 
 __all__ = ["ALL_METHODS", "BASELINES", "DECODERS", "DEFAULTS", "Fitted", "RELABEL_DECODERS", "RELABEL_STEPS",
-           "LabelBook", "RankLearner", "Refinement", "SOL_FAMILY", "Trainer", "fit", "host_pair_count", "init_extra", "make_embed_fn",
-           "make_learner", "make_method", "make_pair_batches", "make_refresh_fn", "make_trainer", "plain_batches", "predict",
+           "LabelBook", "RankLearner", "Refinement", "SOL_FAMILY", "RankTrainer", "fit", "host_pair_count", "init_extra", "make_embed_fn",
+           "make_learner", "make_method", "make_pair_batches", "make_refresh_fn", "make_trainer", "predict",
            "refine_labels", "relabel_steps", "sample_references", "sol_settings"]

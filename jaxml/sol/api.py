@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from einops import rearrange
 
 from jaxml import core
 from jaxml.sol import baselines
@@ -32,9 +33,6 @@ from jaxml.sol.refine import RELABEL_STEPS, refine_labels
 __all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RELABEL_DECODERS", "RankLearner",
            "sol_settings", "host_pair_count", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
 
-SOL_FAMILY = ("sol", "sol_no_so", "sol_no_d", "sol_sigma0", "sol_no_relabel", "gol")
-BASELINES = baselines.BASELINES
-ALL_METHODS = SOL_FAMILY + BASELINES
 RELABEL_DECODERS = ("auto",) + D.DECODERS
 
 # Package defaults for users who call make_* without a config; experiments pass every key.
@@ -54,6 +52,9 @@ _VARIANTS: dict[str, dict[str, Any]] = {
     # GOL = σ → 0, learnable reference points, no refinement; metric loss + center loss.
     "gol": {"sigma": 0.0, "relabel": False, "w_d": 0.0},
 }
+SOL_FAMILY = tuple(_VARIANTS)          # method names are the keys of the registries (_VARIANTS, baselines.RULES)
+BASELINES = baselines.BASELINES
+ALL_METHODS = SOL_FAMILY + BASELINES
 
 
 class RankLearner(NamedTuple):
@@ -169,8 +170,8 @@ def make_embed_fn(config: Mapping[str, Any] | None = None, *, chunk: int = 1024)
     pad = (-n) % size
     xp = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
     out = jax.lax.map(lambda xb: net.apply({"params": params}, xb)["embedding"],
-                      xp.reshape((-1, size) + x.shape[1:]))
-    return out.reshape((-1, out.shape[-1]))[:n]
+                      rearrange(xp, "(c s) ... -> c s ...", s=size))
+    return rearrange(out, "c s d -> (c s) d")[:n]
 
   return embed
 
@@ -180,7 +181,7 @@ def _decode_chunks(fn: Callable[[jax.Array], jax.Array], n: int, chunk: int = 51
   size = min(chunk, n)
   starts = jnp.arange(0, n, size)
   out = jax.lax.map(lambda s0: fn(jnp.minimum(s0 + jnp.arange(size), n - 1)), starts)   # [nc, R, size]
-  return jnp.moveaxis(out, 1, 0).reshape(out.shape[1], -1)[:, :n]
+  return rearrange(out, "c r s -> r (c s)")[:, :n]
 
 
 def _decode_table(s: Mapping[str, Any]) -> jax.Array:

@@ -97,7 +97,7 @@ def top_k(values: jax.Array, k: int) -> jax.Array:
   The bound is the smallest of the maxima of k column blocks: each block holds an entry ≥ it, so at
   least k entries are ≥ it and the top k (with their ties) are untouched by the mask. XLA:CPU's
   top-k pays per heap insertion; the mask leaves ~4k candidates of 5000 (k = 50, random data), and the
-  top-50 of a [512, 5000] similarity chunk took 15 ms instead of 27 ms (microbenchmark, h48).
+  top-50 of a [512, 5000] similarity chunk took 15 ms instead of 27 ms (microbenchmark on 2 CPU cores).
   """
   n = values.shape[-1]
   if k < 1 or n < 2 * k:          # too few columns for blocks to prune anything

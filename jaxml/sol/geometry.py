@@ -1,6 +1,6 @@
 """Geometry of SOL embeddings: ideal arc configurations, the loss they get, and centroid shrinkage.
 
-Used to answer "why do the rank centroids collapse?" (issue 18): on an arc of C ranks with
+Used to answer "why do the rank centroids collapse?": on an arc of C ranks with
 spacing Δ (embeddings e_r = (cos rΔ, sin rΔ)), evaluate SOL's losses exactly over the
 class-balanced pair distribution the sampler draws from, as a function of the span (C−1)Δ.
 """

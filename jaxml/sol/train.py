@@ -19,15 +19,18 @@ import numpy as np
 import optax
 
 from jaxml import core
+from jaxml.data import iterators
 from jaxml.sol.api import RankLearner, host_pair_count, init_extra, make_learner
-from jaxml.sol.pairs import LabelBook, epoch_permutations, make_pair_batches
+from jaxml.sol.pairs import LabelBook, make_pair_batches
 
-__all__ = ["Trainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps", "plain_batches"]
+__all__ = ["RankTrainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps"]
 
 
-class Trainer(NamedTuple):
+class RankTrainer(NamedTuple):
+  """One method's learner, compiled steps and schedule, reused for every partition and noise draw."""
+
   learner: RankLearner
-  core_trainer: core.Trainer   # optimizer and compiled-once steps (core.make_trainer)
+  core_trainer: core.TrainSteps   # optimizer and compiled-once steps (core.make_trainer)
   train_config: dict[str, Any]   # what core.train reads: optim, num_steps, log_every, ...
   steps: int
   batch_size: int           # bases per step (SOL) or half the rows per step (baselines)
@@ -46,22 +49,19 @@ class Fitted(NamedTuple):
   steps_per_s: float
 
 
-def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: Mapping[str, Any]) -> Trainer:
+def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: Mapping[str, Any]) -> RankTrainer:
   """train_config (dict or ConfigDict): optim (section), steps, batch_size, select_every, and
   optionally log_every, checkpoint_every, steps_per_dispatch (0: automatic) and mesh for core.train."""
   learner = make_learner(name, sol_config)
   steps, select_every = int(train_config["steps"]), int(train_config["select_every"])
-  cfg = {"optim": dict(train_config["optim"]), "num_steps": steps,
-         "log_every": int(train_config.get("log_every", 10 ** 9) or 10 ** 9),
-         "checkpoint_every": int(train_config.get("checkpoint_every", 0) or 0),
-         "steps_per_dispatch": int(train_config.get("steps_per_dispatch", 0) or 0),
-         "eval_every": 0 if learner.batch_kind == "pairs" else select_every}
-  if train_config.get("mesh") is not None:
-    cfg["mesh"] = dict(train_config["mesh"])
+  cfg = core.loop_config(train_config, num_steps=steps, log_every=train_config.get("log_every") or 10 ** 9,
+                         eval_every=0 if learner.batch_kind == "pairs" else select_every)
+  if cfg.get("mesh") is None:
+    cfg.pop("mesh", None)
   method = learner.method
   if learner.batch_kind == "pairs":   # the loss and the decoders read `extra`; fit() passes it (data-dependent)
     method = method._replace(init_extra=_extra_from_fit, eval_fn=_decoder_maes(learner), eval_uses_extra=True)
-  return Trainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
+  return RankTrainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
 
 
 def _extra_from_fit(rng: jax.Array, params: Any) -> Any:
@@ -88,24 +88,7 @@ def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
           if s >= start and (s - start) % int(settings["relabel_every"]) == 0]
 
 
-def plain_batches(x: np.ndarray, y: np.ndarray, size: int, *, seed: int) -> Callable[[int], dict[str, np.ndarray]]:
-  """`batch_at(step)`: `size` rows of a seeded per-epoch permutation (drop last; one permutation
-  per epoch, as `make_pair_batches`)."""
-  n = len(x)
-  size = min(size, n)
-  per_epoch = n // size
-
-  perm = epoch_permutations(n, seed)
-
-  def batch_at(step: int) -> dict[str, np.ndarray]:
-    epoch, i = divmod(int(step), per_epoch)
-    rows = perm(epoch)[i * size:(i + 1) * size]
-    return {"x": x[rows], "y": y[rows]}
-
-  return batch_at
-
-
-def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *,
+def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *,
         seed: int, name: str = "train", log: Callable[[str], None] | None = None) -> Fitted:
   """Trains one method on noisy ranks y_train with the trainer's schedule; selects on (x_val, y_val)."""
   learner, s = trainer.learner, trainer.learner.settings
@@ -137,7 +120,7 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
 
     hooks.append(core.Hook(int(s["refresh_every"]), refresh))
   else:
-    batches = plain_batches(x_train, y_train, 2 * b, seed=seed)
+    batches = iterators.epoch_batches({"x": x_train, "y": y_train}, min(2 * b, len(x_train)), seed=seed)
     params = learner.method.init(rng, batches(0))
     extra = None
 
@@ -162,10 +145,9 @@ def fit(trainer: Trainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.nd
                 refreshes, result.wall_s, result.steps_per_s)
 
 
-def predict(trainer: Trainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None, *,
+def predict(trainer: RankTrainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None, *,
             chunk: int = 4096) -> np.ndarray:
   """Ranks of x from the selected params with the chosen (or the named) decoder."""
   row = trainer.learner.decoders.index(decoder or fitted.decoder)
-  out = [np.asarray(trainer.learner.decode(fitted.params, fitted.extra, jnp.asarray(x[i:i + chunk])))[row]
-         for i in range(0, len(x), chunk)]
-  return np.concatenate(out)
+  return core.batched_apply(lambda xb: trainer.learner.decode(fitted.params, fitted.extra, xb)[row], x, chunk,
+                            shrink=True)
