@@ -164,6 +164,7 @@ def _batch_getter(batches: Callable[[int], Batch] | Iterable[Batch], start: int)
   return lambda _step: next(it)
 
 
+# One readable loop on purpose (placement, periodic work, selection, checkpoints in their order): over 80 lines.
 def fit(state: TrainState,
         train_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]],
         batches: Callable[[int], Batch] | Iterable[Batch], *,

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import struct
+import time
 from typing import Any, Iterator, Mapping
 
 import jax
@@ -15,6 +16,7 @@ __all__ = ["mean_metrics", "MetricWriter", "to_python", "read_events", "TENSORBO
 # Process-wide off switch for the event files ("0" turns them off); the launcher sets it from the
 # config key `tensorboard`, so writers built deep inside a pipeline follow the experiment's config.
 TENSORBOARD_ENV = "JAXML_TENSORBOARD"
+FLUSH_SECONDS = 10.0   # event files reach the disk at least this often while a run logs, and at close()
 
 
 def mean_metrics(history: list[Mapping[str, Any]]) -> dict[str, float]:
@@ -45,7 +47,8 @@ def tensorboard_enabled() -> bool:
 class MetricWriter:
   """Appends one JSON object per logged step to `<workdir>/metrics.jsonl` on process 0 and, unless
   `tensorboard` is False or $JAXML_TENSORBOARD is 0, the scalar values as TensorBoard events
-  (tensorboardX's writer, one event file per writer, flushed at every write)."""
+  (tensorboardX's synchronous event-file writer: one file per writer, one event per write, flushed
+  every FLUSH_SECONDS and at close(); no background thread)."""
 
   def __init__(self, workdir: str | None, *, filename: str = "metrics.jsonl", prefix: str = "",
                tensorboard: bool = True):
@@ -55,6 +58,7 @@ class MetricWriter:
     self.enabled = self.path is not None and jax.process_index() == 0
     self.tensorboard = self.enabled and tensorboard and tensorboard_enabled()
     self._events = None   # the event writer, opened at the first write (no empty event files)
+    self._flushed = time.monotonic()
     if self.enabled:
       os.makedirs(workdir, exist_ok=True)
 
@@ -70,14 +74,18 @@ class MetricWriter:
       self._write_events(int(step), row)
 
   def _write_events(self, step: int, row: Mapping[str, Any]) -> None:
+    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto import event_pb2, summary_pb2
     if self._events is None:
-      import tensorboardX
       # Writers of one process may open in the same second: the suffix keeps their files apart.
-      self._events = tensorboardX.SummaryWriter(self.workdir, filename_suffix=f".{os.getpid()}.{id(self):x}")
-    for k, v in row.items():
-      if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
-        self._events.add_scalar(k, v, step)
-    self._events.flush()
+      self._events = EventsWriter(os.path.join(self.workdir, "events"), f".{os.getpid()}.{id(self):x}")
+    values = [summary_pb2.Summary.Value(tag=k, simple_value=float(v)) for k, v in row.items()
+              if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    self._events.write_event(event_pb2.Event(wall_time=time.time(), step=step,
+                                             summary=summary_pb2.Summary(value=values)))
+    if time.monotonic() - self._flushed > FLUSH_SECONDS:   # a flush fsyncs (~6 ms): not at every write
+      self._events.flush()
+      self._flushed = time.monotonic()
 
   def close(self) -> None:
     if self._events is not None:

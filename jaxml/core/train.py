@@ -218,16 +218,24 @@ def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterabl
   ctx = TrainContext(config, mesh, batches, example_batch, eval_fn, workdir, name, seed, num_steps)
   all_hooks = list(method.hooks(ctx) if method.hooks is not None else ()) + list(hooks)
   manager = ckpt.make_manager(os.path.join(workdir, "checkpoints", name)) if workdir else None
-  if writer is None and workdir:
-    writer = MetricWriter(workdir)
+  own_writer = MetricWriter(workdir) if writer is None and workdir else None
   t0 = time.perf_counter()
-  result: FitResult = fit(
-      state, trainer.train_step, batches, num_steps=num_steps, mesh=mesh, shard_batch_rows=shard_batch_rows,
-      sharding_rules=sharding_rules, log_every=log_every, writer=writer, eval_step=trainer.eval_step,
-      eval_batches=eval_fn, eval_every=eval_every, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
-      hooks=all_hooks, select=select, steps_per_dispatch=steps_per_dispatch, multi_step=trainer.multi_step,
-      name=name, progress=progress)
-  wall = time.perf_counter() - t0
+  try:
+    result: FitResult = fit(
+        state, trainer.train_step, batches, num_steps=num_steps, mesh=mesh, shard_batch_rows=shard_batch_rows,
+        sharding_rules=sharding_rules, log_every=log_every, writer=writer or own_writer, eval_step=trainer.eval_step,
+        eval_batches=eval_fn, eval_every=eval_every, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
+        hooks=all_hooks, select=select, steps_per_dispatch=steps_per_dispatch, multi_step=trainer.multi_step,
+        name=name, progress=progress)
+    wall = time.perf_counter() - t0
+  finally:
+    if own_writer is not None:
+      own_writer.close()   # its event writer's thread and file
+  return _train_result(result, select, wall)
+
+
+def _train_result(result: FitResult, select: Selection | None, wall: float) -> TrainResult:
+  """The fit's outcome as a TrainResult: the selected params and a host copy of their record."""
   final = result.state
   best_step = best_metric = record = None
   if select is not None and final.best is not None:
