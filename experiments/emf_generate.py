@@ -13,7 +13,7 @@ trained here through core.train on the same training split. The tables go to std
 """
 
 import time
-from typing import Any, Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +24,8 @@ matplotlib.use("Agg")
 
 from experiments import common, report  # noqa: E402
 from jaxml import core, emf  # noqa: E402
-from jaxml.data import iterators, offline, toys  # noqa: E402
+from jaxml.data import iterators, toys  # noqa: E402
+from jaxml.emf import domains  # noqa: E402
 from jaxml.emf import evaluate as ev  # noqa: E402
 
 DATASETS = ("checkerboard", "8gaussians", "moons", "gp", "mnist1d", "digits", "pointclouds")
@@ -68,9 +69,7 @@ def plan(config) -> Plan:
   with_p = lambda p: {k: (v if k == "fm" else v | {"p": p}) for k, v in sections.items()}
   generators = {(m, kind, p): {"method": m, "num_classes": 0, "model": _read(config.model[kind]), **with_p(p)}
                 for m in methods for kind in set(nets.values()) for p in weightings[m]}
-  train = {"optim": _read(config.optim), "num_steps": int(config.num_steps), "log_every": int(config.log_every),
-           "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch),
-           "ema_decay": float(config.ema_decay)}
+  train = core.loop_config(config)
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
   classifier = _read(config.classifier) if {"digits", "mnist1d"} & set(datasets) else None
   return Plan(datasets, methods, tuple(range(int(config.seed), int(config.seed) + int(config.num_seeds))),
@@ -90,63 +89,6 @@ def _domain(name: str) -> str:
   return "toy" if name in toys.TOY2D else name
 
 
-def load_domain(name: str, p: Plan) -> dict[str, Any]:
-  """train x (+ y), held-out eval set, a disjoint real 'floor' set of the eval size, and extras."""
-  d = p.data
-  if name in toys.TOY2D:
-    out = toys.toy_domain(name, num_train=d["toy_train"], num_eval=d["toy_eval"])
-    out["val"] = ((toys.toy2d(name, d["toy_eval"], 103) - out["mean"]) / out["std"]).astype(np.float32)
-    if name == "checkerboard":   # the 8 black unit cells as boxes, in standardised coordinates
-      cells = np.array([(i, j) for i in range(4) for j in range(4) if (i + j) % 2 == 0], np.float64) - 2
-      out["boxes"] = ((cells - out["mean"]) / out["std"], 1.0 / out["std"])
-    return out
-  if name == "gp":
-    (tr, cov), (ev, _), (fl, _), (va, _) = (
-        toys.gp_functions(n, np.random.default_rng(s))
-        for n, s in ((d["gp_train"], 200), (d["gp_eval"], 201), (d["gp_eval"], 202), (d["gp_eval"], 203)))
-    return {"train": tr, "eval": ev, "floor": fl, "val": va, "cov": cov}
-  if name == "pointclouds":
-    (tr, ytr), (ev, _), (fl, _), (va, _) = (
-        toys.point_clouds(n, np.random.default_rng(s), num_points=d["pc_points"])
-        for n, s in ((d["pc_train"], 500), (d["pc_eval"], 501), (d["pc_eval"], 502), (d["pc_eval"], 503)))
-    return {"train": tr, "y_train": ytr, "eval": ev, "floor": fl, "val": va}
-  if name == "mnist1d":
-    raw = offline.load_mnist1d(seed=0)
-    mean, std = float(raw["x_train"].mean()), float(raw["x_train"].std())
-    prep = lambda a: ((a - mean) / std).astype(np.float32)
-    floor_seed = 300
-  else:
-    raw = offline.load_digits(seed=0)
-    img = p.nets["digits"] == "unet"
-    prep = lambda a: (2 * a - 1).reshape((len(a), 8, 8, 1) if img else (len(a), 64)).astype(np.float32)
-    floor_seed = 400
-  # Real-vs-real floor and validation reference: two disjoint test-sized sets of training rows (the
-  # validation set that picks weightings and variants never touches the test set).
-  n_test = len(raw["x_test"])
-  perm = np.random.default_rng(floor_seed).permutation(len(raw["x_train"]))
-  floor_rows, val_rows = perm[:n_test], perm[n_test:2 * n_test]
-  out = {"train": prep(raw["x_train"]), "y_train": raw["y_train"], "eval": prep(raw["x_test"]),
-         "y_eval": raw["y_test"], "floor": prep(raw["x_train"][floor_rows]), "val": prep(raw["x_train"][val_rows]),
-         "num_classes": 10}
-  if name == "digits":
-    out["dequantize"] = 1.0 / 16 if d["dequantize"] else 0.0
-  return out
-
-
-def make_batches(data: dict, batch_size: int, seed: int) -> Callable[[int], dict]:
-  base = iterators.epoch_batches({"x": data["train"]}, batch_size, seed=seed)
-  width = data.get("dequantize", 0.0)
-  if not width:
-    return base
-
-  def batch_at(step):
-    b = base(step)
-    noise = core.numpy_rng(seed, 7, int(step)).uniform(-width, width, b["x"].shape)
-    return {"x": (b["x"] + noise).astype(np.float32)}
-
-  return batch_at
-
-
 def floor_rows(name: str, data: dict, feats, extra: dict) -> list[dict]:
   """One row per floor (real-vs-real, data mean, N(0, I) noise) with every metric of the domain."""
   out = []
@@ -164,7 +106,7 @@ def run(config, workdir: str) -> list[dict]:
   samples: dict[tuple[str, str], np.ndarray] = {}
   loaded: dict[str, dict] = {}
   for name in p.datasets:
-    data = loaded[name] = load_domain(name, p)
+    data = loaded[name] = domains.load_domain(name, p.data, digits_as_images=p.nets.get("digits") == "unet")
     feats, extra = None, {}
     if name in ("digits", "mnist1d"):
       t0 = time.perf_counter()
@@ -175,7 +117,7 @@ def run(config, workdir: str) -> list[dict]:
             f"({time.perf_counter() - t0:.1f}s)", flush=True)
     rows += floor_rows(name, data, feats, extra)
     for seed in p.seeds:
-      batches = make_batches(data, p.batch_size, seed)
+      batches = domains.make_batches(data, p.batch_size, seed)
       shape = (len(data["eval"]),) + data["train"].shape[1:]
       x0 = jax.random.normal(jax.random.key(10_000 + seed), shape)
       x0_val = jax.random.normal(jax.random.key(30_000 + seed), shape)

@@ -24,6 +24,7 @@ NOT_SCORES = ("nfe", "chosen_p", "chosen_vc", "chosen_x1", "chosen_t_mid", "not_
 MODE_SHARE = 0.25                              # a mode is covered when it holds >= 1/4 of its fair share
 FLOORS = ("floor_real", "floor_mean", "floor_noise")
 EMF_VARIANTS = ("emf_u", "emf_u_vc", "emf_x1", "emf_x1_vc")
+EVAL_CHUNK = 4096                              # rows per compiled pass of the feature classifier
 
 Features = Callable[[np.ndarray], np.ndarray]
 
@@ -88,13 +89,14 @@ def train_feature_classifier(data: dict, batches: Callable[[int], dict], setting
     return (optax.softmax_cross_entropy_with_integer_labels(lg, batch["y"]).mean(),
             {"accuracy": jnp.mean(lg.argmax(-1) == batch["y"])})
 
-  cfg = train_config | {"optim": {"name": "adam", "lr": settings["lr"]}, "num_steps": settings["steps"],
-                        "log_every": max(settings["steps"] // 2, 1), "ema_decay": None}
+  cfg = core.loop_config(train_config, optim={"name": "adam", "lr": settings["lr"]}, num_steps=settings["steps"],
+                         log_every=max(settings["steps"] // 2, 1), ema_decay=None)
   res = core.train(core.Method(init, loss_fn), batches, cfg, workdir=workdir, name=f"{name}/classifier", seed=0,
                    mesh=mesh, init_params=init(jax.random.key(0), {"x": data["train"]}))
-  feat_fn = jax.jit(features)
-  acc = float(jnp.mean(jax.jit(logits)(res.params, data["eval"]).argmax(-1) == data["y_eval"]))
-  return (lambda x: np.asarray(feat_fn(res.params, jnp.asarray(x)))), acc
+  feat_fn, logit_fn = jax.jit(features), jax.jit(logits)
+  chunked = lambda fn: (lambda x: core.batched_apply(lambda xb: fn(res.params, xb), x, EVAL_CHUNK, shrink=True))
+  acc = float(jnp.mean(jnp.asarray(chunked(logit_fn)(data["eval"]).argmax(-1) == data["y_eval"])))
+  return chunked(feat_fn), acc
 
 
 def variant(method: str, p: float) -> str:

@@ -16,7 +16,6 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from jaxml import core
 from jaxml.data import iterators
