@@ -244,7 +244,7 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
   equal-width ranks); bank32nh / computer / california: 20 seeded partitions, equal-frequency
   ranks; winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
   A `name` with '/' is the path of your own folder holding `chu_{bins}bins.npz` (same keys; bins only).
-  target="ranks" (many ranks, issue 18): native integer targets where they exist (abalone rings,
+  target="ranks" (many ranks): native integer targets where they exist (abalone rings,
   wine quality, shifted so the smallest is rank 0), otherwise the raw continuous target binned into
   `ranks` equal-width ranks over its full range; partitions as described in `_partition_rows`.
   Returns x_train, x_test: float32; y_train, y_test: int32 0-based ranks; num_classes.

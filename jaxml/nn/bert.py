@@ -13,6 +13,7 @@ import dataclasses
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from einops import rearrange
 
 __all__ = ["BertEncoder", "SentenceEncoder", "mean_pool"]
 
@@ -23,9 +24,8 @@ class _SelfAttention(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
-    b, t, _ = x.shape
     dh = self.hidden // self.heads
-    split = lambda y: y.reshape(b, t, self.heads, dh)  # noqa: E731
+    split = lambda y: rearrange(y, "b t (h d) -> b t h d", h=self.heads)  # noqa: E731
     q = split(nn.Dense(self.hidden, name="query")(x))
     k = split(nn.Dense(self.hidden, name="key")(x))
     v = split(nn.Dense(self.hidden, name="value")(x))
@@ -33,7 +33,7 @@ class _SelfAttention(nn.Module):
     # Additive mask on padded keys; the large finite value keeps all-padding rows finite.
     logits = logits + jnp.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(x.dtype)
     attn = jax.nn.softmax(logits, axis=-1)
-    return jnp.einsum("bhqk,bkhd->bqhd", attn, v).reshape(b, t, self.hidden)
+    return rearrange(jnp.einsum("bhqk,bkhd->bqhd", attn, v), "b q h d -> b q (h d)")
 
 
 class _Layer(nn.Module):
