@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= runs/demo
 
-.PHONY: install demo test test-all bench verify-data mutate clean
+.PHONY: install demo test test-all bench verify-data docs docs-check mutate clean
 
 # First interpreter >= 3.12 that actually runs: python3.12, python3.13, then pyenv's latest 3.12.
 define find_python
@@ -47,6 +47,14 @@ bench: install
 # Checks data/ against data/MANIFEST.sha256 (standard library only, so no install needed).
 verify-data:
 	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) -m jaxml.data.verify
+
+# Docs tables from docs/methods/rows/*.json (standard library only): `make docs` rewrites them,
+# `make docs-check` fails when a committed table differs from its rows.
+docs:
+	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) tools/build_docs.py
+
+docs-check:
+	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) tools/build_docs.py --check
 
 # Mutation score of one package's math modules against its fast tests (mutmut, niced; minutes each).
 # `make mutate PKG=metrics` (PKG: metrics emf sol causal_reward smile unlearning eviprobe); results in

@@ -1,0 +1,191 @@
+"""The docs as a product: tables equal what the rows files render, runnable snippets run, sizes stay
+within bounds, images resolve, and no internal bookkeeping labels appear in docs, code, configs or tests."""
+
+import importlib.util
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+METHOD_PAGES = sorted((ROOT / "docs" / "methods").glob("*.md"))
+
+
+def _builder():
+  spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+build_docs = _builder()
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_committed_tables_equal_what_the_rows_render():
+  assert build_docs.main(["--check"]) == 0, "run `make docs`"
+
+
+def test_check_mode_catches_an_edited_table():
+  rows = build_docs.load_rows()
+  text = (ROOT / "docs" / "methods" / "smile.md").read_text()
+  assert "1.847 ± 0.092" in text
+  edited = text.replace("1.847 ± 0.092", "1.900 ± 0.092", 1)
+  assert build_docs.render(edited, rows) == text          # the edit is undone from the rows
+  assert build_docs.render(text, rows) == text
+
+
+def test_cells_and_sources():
+  assert build_docs.fmt([1.8471, 0.0923], 3) == "1.847 ± 0.092"
+  assert build_docs.fmt(0.5, 2) == "0.50" and build_docs.fmt(7, 3) == "7" and build_docs.fmt("a|b", 3) == "a\\|b"
+  table = {"columns": [["m", "method"], ["x", "x"]], "rows": [{"m": "a", "x": [1.0, 0.1], "source": "cmd @ abc"},
+                                                              {"m": "b", "x": 2.0, "source": "cmd @ abc"}]}
+  out = build_docs.render_table(table)
+  assert out.splitlines()[:4] == ["| method | x |", "|---|---|", "| a | 1.000 ± 0.100 |", "| b | 2.000 |"]
+  assert out.rstrip().endswith("Source: cmd @ abc.")
+  with pytest.raises(ValueError, match="source"):
+    build_docs.render_table({"columns": [["m", "m"]], "rows": [{"m": 1}]})
+  with pytest.raises(ValueError, match="not columns"):
+    build_docs.render_table({"columns": [["m", "m"]], "rows": [{"m": 1, "y": 2, "source": "s"}]})
+
+
+def test_readme_cells_stay_short_and_every_method_has_a_row():
+  rows = build_docs.load_rows()
+  assert set(rows) == set(build_docs.METHODS)
+  table = build_docs.render_readme(rows)
+  assert len(table.splitlines()) == 2 + len(build_docs.METHODS)
+  long = json.loads(json.dumps(rows))
+  long["sol"]["readme"]["result"] = "word " * 41
+  with pytest.raises(ValueError, match="more than 40 words"):
+    build_docs.render_readme(long)
+
+
+def test_every_rows_table_is_shown_and_every_marker_has_rows():
+  rows = build_docs.load_rows()
+  text = "".join(p.read_text() for p in build_docs.doc_files())
+  marked = set(re.findall(r"<!-- table: ([\w/]+) -->", text))
+  wanted = {f"{m}/{t}" for m, r in rows.items() for t in r["tables"]} | {"readme"}
+  assert marked == wanted
+
+
+# ---------------------------------------------------------------- sizes and links
+
+
+def test_sizes():
+  assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+  for page in METHOD_PAGES:
+    assert len(page.read_text().splitlines()) <= 300, page.name
+  total = sum(len(p.read_text().splitlines()) for p in (ROOT / "docs").rglob("*.md"))
+  assert total <= 2500
+  assert {p.stem for p in METHOD_PAGES} == set(build_docs.METHODS)
+
+
+def test_images_and_local_links_resolve_and_no_image_is_orphaned():
+  used = set()
+  for page in build_docs.doc_files():
+    for target in re.findall(r"\]\(([^)#\s]+)\)", page.read_text()):
+      if target.startswith("http"):
+        continue
+      path = (page.parent / target).resolve()
+      assert path.exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+      used.add(path)
+  images = set((ROOT / "docs").rglob("*.png"))
+  assert images <= used, f"unreferenced images: {sorted(str(p.relative_to(ROOT)) for p in images - used)}"
+
+
+# ---------------------------------------------------------------- runnable snippets
+
+RUNNABLE = re.compile(r"<!-- runnable -->\n```python\n(.*?)```", re.S)
+SNIPPETS = [(p, i, code) for p in [ROOT / "README.md", *METHOD_PAGES] for i, code in enumerate(RUNNABLE.findall(p.read_text()))]
+
+
+def test_readme_and_every_method_page_have_a_runnable_snippet():
+  assert {p.name for p, _, _ in SNIPPETS} == {"README.md"} | {p.name for p in METHOD_PAGES}
+
+
+@pytest.mark.parametrize("page,index,code", SNIPPETS, ids=[f"{p.stem}{i}" for p, i, _ in SNIPPETS])
+def test_snippet_runs_in_a_fresh_interpreter(page, index, code):
+  del index
+  res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, f"{page.name}:\n{res.stderr[-3000:]}"
+  assert res.stdout.strip(), "a snippet prints what it shows"
+
+
+# ---------------------------------------------------------------- internal labels
+
+LABELS = {
+    "issue number": r"(?i)\bissues?\s*#?\d+",
+    "an issue's bar or owner": r"(?i)\bthe issue's\b",
+    "work label such as h45": r"\bh[1-9]\d\b|/h\d+[/_]",
+    "helper as a person": r"(?i)\bhelpers?\s+h\d+|\bhelper's\b|\bhelpers'",
+    "owner": r"(?i)\bowners?\b",
+    "lead as a person": r"(?i)\b(?:the|by the|from the|with the) lead\b(?!\s+(?:to|time)\b)|\blead's\b|\(lead\b",
+    "lock-file recipe": r"\bflock\s+/|\bcpu\.lock\b",
+    "shared/ path": r"(?:^|[\s`'\"(])(?:\.\./)?shared/",
+    "work session": (r"(?i)\b(?:this|that|previous|earlier|next|later|same|another|first|second|third|fourth|"
+                     r"fifth|sixth|one|other|these|those|each)\s+sessions?\b|\bsession\s+h\d+|\bsessions\b"),
+    "date of work": r"\b202[5-7]-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b",
+    "link to a removed page": r"docs/results/",
+}
+SCANNED = ["README.md", "Makefile", "pyproject.toml", "docs", "jaxml", "configs", "tests", "experiments", "benchmarks",
+           "tools"]
+SUFFIXES = {".py", ".md", ".json", ".toml", ".sh", ".txt", ".cfg", ".yaml", ".yml", ""}
+
+
+def _scanned_files():
+  for name in SCANNED:
+    path = ROOT / name
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+      if f.suffix in SUFFIXES and "__pycache__" not in f.parts and f != pathlib.Path(__file__).resolve():
+        yield f
+
+
+def label_hits() -> list[str]:
+  """'path:line: kind: text' for every internal label in the scanned files."""
+  hits = []
+  patterns = {kind: re.compile(p) for kind, p in LABELS.items()}
+  for f in _scanned_files():
+    try:
+      lines = f.read_text().splitlines()
+    except UnicodeDecodeError:
+      continue
+    for n, line in enumerate(lines, 1):
+      for kind, pattern in patterns.items():
+        if pattern.search(line):
+          hits.append(f"{f.relative_to(ROOT)}:{n}: {kind}: {line.strip()[:120]}")
+  return hits
+
+
+def test_label_patterns_match_labels_and_spare_ordinary_words():
+  def kinds(text):
+    return {k for k, p in LABELS.items() if re.search(p, text)}
+  assert kinds("as issue 19 asks") == {"issue number"}
+  assert kinds("measured by h45") == {"work label such as h45"}
+  assert kinds("runs/h27_digits5") == {"work label such as h45"}
+  assert kinds("helper h52 ran it") >= {"helper as a person"}
+  assert kinds("the lead's run") == {"lead as a person"}
+  assert kinds("(lead, updated)") == {"lead as a person"}
+  assert kinds("flock /tmp/cpu.lock nice -n 5") == {"lock-file recipe"}
+  assert kinds("Spec: `shared/specs/smile.md`") == {"shared/ path"}
+  assert kinds("the fifth session") == {"work session"}
+  assert kinds("each owner can run theirs") == {"owner"}
+  assert kinds("done 2026-12-04") == {"date of work"}
+  for ordinary in ("h0, h1 = render(a), render(b)", "leaves all lead with the member axis", "a lead to follow",
+                   "test helpers below", "one persistent cache per test session", "an fcntl.flock on the workdir",
+                   "jax.sharding shards the batch", "the H100 GPU", "see issues of blackjax", "shared modules"):
+    assert kinds(ordinary) == set(), ordinary
+
+
+def test_no_internal_labels_in_docs_code_configs_or_tests():
+  hits = label_hits()
+  assert not hits, f"{len(hits)} internal labels:\n" + "\n".join(hits)
+
+
+if __name__ == "__main__":   # list every hit: python tests/test_docs.py
+  print("\n".join(label_hits()))
