@@ -67,14 +67,20 @@ def test_step_traces_once_and_keys_differ_per_step():
   assert len(set(us)) == 3
 
 
-def test_ema_tracks_params():
+def test_ema_matches_its_closed_form_at_an_asymmetric_decay():
+  """After 3 steps, ema = d^3 p0 + (1 - d)(d^2 p1 + d p2 + p3); at d = 0.9 a swapped d and 1 - d is far off."""
   state, optimizer, data = helpers.fresh_state()
   state = core.create_train_state(state.params, optimizer, 0, ema=True)
-  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer, ema_decay=0.5))
-  before = state.params
-  state, _ = step(state, helpers.batch_fn(data)(0))
-  expected = jax.tree.map(lambda b, p: 0.5 * b + 0.5 * p, before, state.params)
-  chex.assert_trees_all_close(state.ema_params, expected, rtol=1e-6)
+  d = 0.9
+  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer, ema_decay=d))
+  params = [state.params]
+  for i in range(3):
+    state, _ = step(state, helpers.batch_fn(data)(i))
+    params.append(state.params)
+  p0, p1, p2, p3 = params
+  expected = jax.tree.map(lambda a, b, c, e: d ** 3 * a + (1 - d) * (d * d * b + d * c + e), p0, p1, p2, p3)
+  chex.assert_trees_all_close(state.ema_params, expected, rtol=1e-5, atol=1e-7)
+  assert not np.allclose(state.ema_params["Dense_0"]["kernel"], p3["Dense_0"]["kernel"], atol=1e-4)
 
 
 def test_extra_reaches_loss():
