@@ -1,8 +1,8 @@
-"""Every config builds for every preset; every config leaf is read (strict configs, issue 11.4).
+"""Every config builds for every preset; every config leaf is read.
 
 The read-tracking tests run each experiment's smoke preset (with the shorter run lengths of `SHORTER`) as a
 subprocess with JAXML_CONFIG_READS set (the launcher then dumps the leaves and the leaves read), one case per
-experiment so each owner can run theirs: `pytest tests/test_configs.py -k sol_ordinal`.
+experiment so each can run alone: `pytest tests/test_configs.py -k sol_ordinal`.
 Experiments with a `plan(config)` are also checked for every preset, in-process.
 """
 
