@@ -56,10 +56,11 @@ docs:
 docs-check:
 	@$$( [ -x $(PY) ] && echo $(PY) || echo python3 ) tools/build_docs.py --check
 
-# Mutation score of one package's math modules against its fast tests (mutmut, niced; minutes each).
-# `make mutate PKG=metrics` (PKG: metrics emf sol causal_reward smile unlearning eviprobe); results in
-# runs/mutate/$(PKG); scores and judged-equivalent survivors in docs/results/tests.md.
-PKG ?= metrics
+# Mutation score of one package's guarded modules against its fast tests (mutmut, niced; minutes to an hour
+# each). `make mutate PKG=core` (PKG: core metrics emf sol causal_reward smile unlearning eviprobe); work in
+# runs/mutate/$(PKG); fails below the package's ratchet. Scores and judged survivors: docs/dev/mutation.md and
+# docs/dev/mutation_scores.json (`tools/mutate.py $(PKG) --record` rewrites that package's entry).
+PKG ?= core
 mutate: install
 	$(PY) tools/mutate.py $(PKG) --check
 

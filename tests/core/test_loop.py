@@ -42,6 +42,34 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path):
   assert [r["step"] for r in rows] == [5, 10, 15, 20, 25, 30]
 
 
+def test_kill_at_every_step_with_a_torn_write_resumes_to_the_uninterrupted_run(tmp_path):
+  """A kill -9 at any moment leaves the last finished checkpoint and, if it hit a write, that write's
+  temporary folder. Stopping after each of 6 steps (checkpoints every 2) with a torn folder of the next
+  checkpoint left behind, then rerunning, gives the uninterrupted parameters every time."""
+  state, optimizer, data = helpers.fresh_state()
+  step = core.make_train_step(helpers.mlp_loss, optimizer)     # one compiled dispatch for every run
+
+  def run(name, stop_at=None):
+    def hook(s, st):
+      if s == stop_at:
+        raise _Interrupt()
+    manager = core.make_manager(str(tmp_path / name))
+    return core.fit(state, step, helpers.batch_fn(data), num_steps=6, log_every=6, checkpoint_manager=manager,
+                    checkpoint_every=2, hooks=[core.Hook(1, hook)], progress=False)
+
+  full = run("full")
+  for stop in range(1, 7):
+    with pytest.raises(_Interrupt):
+      run(f"cut{stop}", stop_at=stop)
+    torn = tmp_path / f"cut{stop}" / f"{(stop + 1) // 2 * 2}.orbax-checkpoint-tmp-1"   # the write it cut
+    torn.mkdir()
+    (torn / "garbage").write_bytes(b"\x00half")
+    resumed = run(f"cut{stop}")
+    assert resumed.resumed_from == ((stop - 1) // 2 * 2 or None), stop
+    chex.assert_trees_all_equal(resumed.state.params, full.state.params)
+    assert int(resumed.state.step) == 6
+
+
 def test_checkpoint_round_trip(tmp_path):
   state, _, _ = helpers.fresh_state()
   state = state.replace(step=jnp.asarray(7, jnp.int32), extra={"c": jnp.arange(3.0)})

@@ -67,14 +67,20 @@ def test_step_traces_once_and_keys_differ_per_step():
   assert len(set(us)) == 3
 
 
-def test_ema_tracks_params():
+def test_ema_matches_its_closed_form_at_an_asymmetric_decay():
+  """After 3 steps, ema = d^3 p0 + (1 - d)(d^2 p1 + d p2 + p3); at d = 0.9 a swapped d and 1 - d is far off."""
   state, optimizer, data = helpers.fresh_state()
   state = core.create_train_state(state.params, optimizer, 0, ema=True)
-  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer, ema_decay=0.5))
-  before = state.params
-  state, _ = step(state, helpers.batch_fn(data)(0))
-  expected = jax.tree.map(lambda b, p: 0.5 * b + 0.5 * p, before, state.params)
-  chex.assert_trees_all_close(state.ema_params, expected, rtol=1e-6)
+  d = 0.9
+  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer, ema_decay=d))
+  params = [state.params]
+  for i in range(3):
+    state, _ = step(state, helpers.batch_fn(data)(i))
+    params.append(state.params)
+  p0, p1, p2, p3 = params
+  expected = jax.tree.map(lambda a, b, c, e: d ** 3 * a + (1 - d) * (d * d * b + d * c + e), p0, p1, p2, p3)
+  chex.assert_trees_all_close(state.ema_params, expected, rtol=1e-5, atol=1e-7)
+  assert not np.allclose(state.ema_params["Dense_0"]["kernel"], p3["Dense_0"]["kernel"], atol=1e-4)
 
 
 def test_extra_reaches_loss():
@@ -88,6 +94,35 @@ def test_extra_reaches_loss():
   for _ in range(50):
     state, _ = step(state, {"x": jnp.zeros(1)})
   np.testing.assert_allclose(state.params["w"], [1.0, -1.0], atol=1e-5)
+
+
+def test_step_hands_the_params_to_the_optimizer():
+  """Weight decay reads the current parameters: w1 = w0 - lr (g + wd w0) for the linear loss g . w."""
+  g, w0, lr, wd = jnp.array([1.0, -2.0]), jnp.array([3.0, 0.5]), 0.1, 0.2
+
+  def loss_fn(params, batch, rng):
+    del batch, rng
+    return jnp.sum(g * params["w"]), {}
+
+  optimizer = optax.chain(optax.add_decayed_weights(wd), optax.sgd(lr))
+  state = core.create_train_state({"w": w0}, optimizer, 0)
+  state, _ = core.make_train_step(loss_fn, optimizer)(state, {})
+  np.testing.assert_allclose(state.params["w"], w0 - lr * (g + wd * w0), rtol=1e-6)
+
+
+def test_eval_step_reads_the_ema_copy_and_extra_when_asked():
+  params, ema, extra = {"w": jnp.array(1.0)}, {"w": jnp.array(5.0)}, {"shift": jnp.array(10.0)}
+  optimizer = optax.sgd(0.1)
+  state = core.create_train_state(params, optimizer, 0, ema=True, extra=extra)
+  state = state.replace(ema_params=ema)
+  batch = {"x": jnp.array(2.0)}
+  plain = core.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]})
+  with_extra = core.make_eval_step(lambda p, b, e: {"v": p["w"] * b["x"] + e["shift"]}, use_ema=True,
+                                   uses_extra=True)
+  assert float(plain(state, batch)["v"]) == 2.0
+  assert float(core.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]}, use_ema=True)(state, batch)["v"]) == 10.0
+  assert float(with_extra(state, batch)["v"]) == 20.0
+  assert float(core.make_eval_step(lambda p, b, e: {"v": p["w"] + e["shift"]}, uses_extra=True)(state, batch)["v"]) == 11.0
 
 
 def test_freeze_gives_exactly_zero_updates():

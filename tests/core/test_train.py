@@ -202,6 +202,17 @@ def test_unrolled_multi_step_stacks_metrics_and_compares_by_step_and_mode():
   scanned_state, scanned = jax.jit(core.make_multi_step(step))(0.0, {"x": np.arange(6.0).reshape(3, 2)})
   assert float(scanned_state) == 15.0
   np.testing.assert_allclose(np.asarray(scanned["loss"]), np.asarray(metrics["loss"]))
+  traces = []
+
+  def counted(state, batch):
+    traces.append(1)
+    return step(state, batch)
+
+  for unroll, want in ((False, 1), (True, 3)):     # the scan traces the step once, the unrolled form K times
+    traces.clear()
+    jax.jit(core.make_multi_step(counted, unroll=unroll))(0.0, {"x": np.arange(6.0).reshape(3, 2)})
+    assert len(traces) == want, unroll
+  assert core.make_multi_step(step).unroll is False
   same = core.make_multi_step(step, unroll=True)
   assert multi == same and hash(multi) == hash(same)
   assert multi != core.make_multi_step(step) and multi != core.make_multi_step(lambda s, b: step(s, b), unroll=True)

@@ -112,12 +112,22 @@ def test_setnet_is_permutation_equivariant():
 
 
 def test_unet_shapes_and_conditioning():
+  """The U-Net keeps the input shape, and each conditioning input (t, r, class, the null class) moves
+  the output of the same image, while one row's conditioning leaves the other row alone."""
   net = FlowNet(kind="unet", channels=(8, 16), blocks=1, cond_dim=16, num_classes=3)
-  apply_fn = make_apply_fn(net)
-  x = jax.random.normal(jax.random.key(0), (2, 8, 8, 1))
+  apply_fn = jax.jit(make_apply_fn(net))
+  x = jnp.broadcast_to(jax.random.normal(jax.random.key(0), (1, 8, 8, 1)), (2, 8, 8, 1))
   params = net.init(jax.random.key(0), x, jnp.zeros(2), jnp.zeros(2), jnp.zeros(2, jnp.int32))["params"]
-  out = jax.jit(apply_fn)(params, x, jnp.zeros(2), jnp.ones(2), jnp.array([0, 3]))
-  chex.assert_shape(out, x.shape)
+  params = jax.tree.map(lambda l: l + 0.1 * jax.random.normal(jax.random.key(3), l.shape), params)
+  t, r = jnp.array([0.2, 0.2]), jnp.array([0.7, 0.7])
+  base = apply_fn(params, x, t, r, jnp.array([0, 0]))
+  chex.assert_shape(base, x.shape)
+  np.testing.assert_allclose(base[0], base[1], rtol=1e-6, atol=1e-6)     # same image, same conditioning
+  for changed in (apply_fn(params, x, t, r, jnp.array([0, 1])), apply_fn(params, x, t, r, jnp.array([0, 3])),
+                  apply_fn(params, x, jnp.array([0.2, 0.5]), r, jnp.array([0, 0])),
+                  apply_fn(params, x, t, jnp.array([0.7, 0.9]), jnp.array([0, 0]))):
+    np.testing.assert_allclose(changed[0], base[0], rtol=1e-6, atol=1e-6)
+    assert float(jnp.max(jnp.abs(changed[1] - base[1]))) > 1e-3
 
 
 def _config(method, **extra):

@@ -1,4 +1,4 @@
-"""`metrics.mcmc` and `metrics.mia` against loop formulas (issue 17): several chains, odd and even lengths,
+"""`metrics.mcmc` and `metrics.mia` against loop formulas: several chains, odd and even lengths,
 trailing axes, float32 inputs (the diagnostics compute in float64), the τ floor and degenerate chains."""
 
 import warnings

@@ -178,7 +178,10 @@ def test_relabelling_uses_the_validation_chosen_decoder(fixed):
   # the posterior decoder's prior and κ follow the refined labels
   np.testing.assert_allclose(new["log_prior"], D.log_prior(ref.labels, c))
   dists = D.masked_dists(new["embeddings"], new["centroids"], new["valid"])
-  np.testing.assert_allclose(new["kappa"], D.fit_kappa(dists, ref.labels, D.log_prior(ref.labels, c)), rtol=1e-4)
+  # κ is a float32 Newton solution (~1.5e3 here), jitted inside the refresh and eager here: 2e-4 apart.
+  np.testing.assert_allclose(new["kappa"], D.fit_kappa(dists, ref.labels, D.log_prior(ref.labels, c)), rtol=1e-3)
+  stale = D.fit_kappa(dists, jnp.asarray(noisy), D.log_prior(jnp.asarray(noisy), c))
+  assert abs(float(stale) / float(new["kappa"]) - 1) > 1e-2      # the stale labels would give another κ
 
 
 def _references_loop(labels, base_idx, tau, rng):

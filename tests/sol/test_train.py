@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jaxml import core, sol
+from jaxml.sol import baselines
 
 C = 5
 
@@ -93,18 +94,41 @@ def test_every_method_takes_finite_steps_and_decodes_in_range(name):
     assert pred.shape == (len(x),) and pred.min() >= 0 and pred.max() < C
 
 
-def test_coral_and_corn_cumulative_probabilities_are_monotone():
+def test_coral_biases_start_ordered():
   from jaxml.sol.model import RankNet
   x = jax.random.normal(jax.random.key(0), (8, 3))
-  for head in ("coral", "corn"):
-    net = RankNet(num_classes=6, head=head, hidden=(8,), embed_dim=4)
-    params = net.init(jax.random.key(1), x)
-    logits = net.apply(params, x)["logits"]
-    probs = jax.nn.sigmoid(logits) if head == "coral" else jnp.cumprod(jax.nn.sigmoid(logits), -1)
-    if head == "coral":   # shared weight + ordered biases
-      params = jax.tree.map(lambda p: p, params)
-      assert np.all(np.diff(np.asarray(params["params"]["coral_bias"])) <= 0)
-    assert np.all(np.diff(np.asarray(probs), axis=-1) <= 1e-7)
+  params = RankNet(num_classes=6, head="coral", hidden=(8,), embed_dim=4).init(jax.random.key(1), x)
+  assert np.all(np.diff(np.asarray(params["params"]["coral_bias"])) < 0)
+
+
+def _sigmoid(z):
+  return 1.0 / (1.0 + np.exp(-np.asarray(z, np.float64)))
+
+
+def test_corn_loss_and_decoder_by_hand():
+  """CORN: task k sees the rows with r >= k (all rows for k = 0) with target 1[r > k], and the rank is the
+  count of k with P(r > k) = prod_{j<=k} sigma(g_j) > 1/2. Here every sigma(g_k) = sigma(1) = 0.73 > 1/2 (a
+  CORAL-style count would say 4), but the products 0.73, 0.53, 0.39, 0.29 give rank 2."""
+  learner = sol.make_learner("corn", _settings())
+  x = jnp.asarray([[0.1], [0.5], [0.9]], jnp.float32)
+  y = np.array([0, 2, 4], np.int32)
+  params = learner.method.init(jax.random.key(0), {"x": x, "y": y})
+  loss, _ = learner.method.loss_fn(params, {"x": x, "y": jnp.asarray(y)}, jax.random.key(1))
+  from jaxml.sol.model import RankNet
+  net = RankNet(num_classes=C, head="corn", hidden=(16,), embed_dim=2)
+  p = _sigmoid(net.apply({"params": params}, x)["logits"])               # [3, C - 1]
+  terms = []                                                              # (row, task) pairs CORN trains on
+  for i, r in enumerate(y):
+    for k in range(C - 1):
+      if r >= k:
+        terms.append(-np.log(p[i, k]) if r > k else -np.log(1.0 - p[i, k]))
+  assert len(terms) == 1 + 3 + 4
+  np.testing.assert_allclose(float(loss), np.mean(terms), rtol=1e-5)
+  logits = jnp.asarray([[1.0, 1.0, 1.0, 1.0], [3.0, -0.5, 3.0, 3.0], [4.0, 4.0, 4.0, 4.0]])
+  pred = baselines.decode_head("corn", {"logits": logits}, C)
+  want = (np.cumprod(_sigmoid(logits), -1) > 0.5).sum(-1)
+  np.testing.assert_array_equal(np.asarray(pred), [2, 1, 4])
+  np.testing.assert_array_equal(np.asarray(pred), want)
 
 
 def test_experiment_smoke_writes_results(experiment, tmp_path):
