@@ -9,7 +9,7 @@ energy ECDF reference, temperature grid) and the jitted score (typicality, fusio
 steps, read-outs), each as the median of `--repeats` warm calls (`block_until_ready`), plus
 the post-hoc baselines for comparison. The backbone weights are a fresh initialisation (the
 cost of these closed-form operations does not depend on the weight values). Prints
-`fit_score_over_forward=<x>` (the issue's target is <= 2).
+`fit_score_over_forward=<x>` (the target is <= 2).
 """
 
 import argparse

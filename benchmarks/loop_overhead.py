@@ -17,7 +17,7 @@ import numpy as np
 from absl import app, flags
 
 from jaxml import classifier, core
-from jaxml.data import iterators, offline
+from jaxml.data import offline
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("steps", 2000, "Steps per timed run.")
@@ -29,7 +29,7 @@ def main(argv):
   del argv
   data = offline.load_digits()
   train = {"x": data["x_train"].reshape(len(data["x_train"]), -1), "y": data["y_train"]}
-  get = iterators.epoch_batches(train, FLAGS.batch_size, seed=0)
+  get = core.epoch_batches(train, FLAGS.batch_size, seed=0)
   batches = [get(i) for i in range(FLAGS.steps)]
   method = classifier.make_method({"kind": "mlp", "hidden": (64, 64), "num_classes": 10})
   optimizer = core.make_optimizer({"name": "adam", "lr": 1e-3})

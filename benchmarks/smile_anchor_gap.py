@@ -1,4 +1,4 @@
-"""Where the gap between our `ref` energy LPPD and the published 2.018 comes from (issue 19, must-reach 1).
+"""Where the gap between our `ref` energy LPPD and the published 2.018 comes from .
 
 For one UCI set and a list of (split scheme, split), trains the `ref` members and runs the chosen samplers
 from them, then prints, per method: the mixture test LPPD / RMSE, the per-chain test LPPD and final log σ,
@@ -8,7 +8,7 @@ median chain), and the test points that cost most. Split schemes:
   authors  the authors' split of seed s (`smile.authors_row_order` into `offline.load_uci(row_order=...)`: their jax
            permutation, 70/10/20, whole-table standardisation, test rows cut to a multiple of b).
 Saves the per-chain, per-point log predictive densities to `--out` (npz) for offline analysis.
-`--preset uci11` runs a set on its own protocol (the 20-split sets: scheme `ours`, splits from 0), e.g. yacht at h47's
+`--preset uci11` runs a set on its own protocol (the 20-split sets: scheme `ours`, splits from 0), e.g. yacht at the
 reduced `uci11` settings:
 
   python -m benchmarks.smile_anchor_gap --preset uci11 --dataset yacht --runs ours:0 --budget_scale 0.02 \

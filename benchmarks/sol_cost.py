@@ -24,7 +24,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxml import core, sol
-from jaxml.data import iterators
 
 
 def _cpu_ms(fn, *args, n: int = 1) -> tuple[float, object]:
@@ -82,7 +81,7 @@ def main() -> None:
   s = sol_l.settings
   pair_batches = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]),
                                        pairs_per_class=sol.host_pair_count(s), block=args.refresh_every)
-  ce_batches = iterators.epoch_batches({"x": x, "y": y}, 2 * b, seed=0)
+  ce_batches = core.epoch_batches({"x": x, "y": y}, 2 * b, seed=0)
   host_steps = 4 * args.refresh_every
   sol_host, sol_list = _cpu_ms(lambda: [pair_batches(i) for i in range(host_steps)], n=host_steps)
   plain_pairs = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]), block=args.refresh_every)

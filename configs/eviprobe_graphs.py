@@ -79,15 +79,15 @@ def get_config(arg=None):
   # split; CSBM only, never a test result). The grid {linear 'strength', 'log', 'tau'} x a ∈ {0.1, 0.3, 0.5}
   # plus 'none' was ranked by mean OOD AUROC over the 18 cells: strength a = 0.5 74.67, log a = 0.5 74.52,
   # strength/log a = 0.3 74.41, none 74.34, strength a = 0.1 (the spec §2 rule) 73.81, tau a = 0.1 58.47
-  # (table in docs/results/eviprobe.md). The spec §2 rule (strength, a = 0.1) is the 'linear' ablation row.
+  # (table in docs/methods/eviprobe.md). The spec §2 rule (strength, a = 0.1) is the 'linear' ablation row.
   config.eviprobe = dict(typicality="rbf", fusion="product", propagation="strength", teleport=0.5, k_prop=10,
                          norm="row", temperature=False, latent="q", misc_readout="u_alea")
   # misc_readout (the misclassification score) stays the spec's u_alea = 1 − ᾱ_ŷ. The same validation benchmark
   # (`misc_<read-out>` rows, mean misclassification AUROC over the 18 cells, `experiments.eviprobe_graphs.misc_choice`)
   # ranked class_split 1 − r_ŷ first (96.50 > dissonance 96.27 > u_alea 95.99 ≈ msp 95.98 > expected_entropy 95.76 >
   # total_entropy 95.63), but that choice lowered LOC misclassification AUROC on all three test graphs (Cora-ML
-  # 86.8 -> 85.2, CiteSeer 73.3 -> 72.9, Cora 82.4 -> 81.9; docs/results/eviprobe.md §5), so it was not adopted
-  # (issue 15: wire a validation choice only if it helps). This default is therefore the spec's, not a validation choice.
+  # 86.8 -> 85.2, CiteSeer 73.3 -> 72.9, Cora 82.4 -> 81.9; docs/methods/eviprobe.md), so it was not adopted
+  # (a validation choice is wired only where it helps). This default is therefore the spec's, not a validation choice.
   config.baselines = VALIDATION_BASELINES if preset == "validate" else ALL_BASELINES
   config.ablations = GRID + MISC_GRID if preset == "validate" else ALL_ABLATIONS + MISC_GRID
   config.mc_samples = 10

@@ -11,7 +11,7 @@ Presets
   ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members
          (σ = 1 loss, 200 epochs), 10 chains x (50k warmup + 10k sampling) SMILE steps, thin 10, ε grid by
          validation LPPD, likelihood scale ⌊N/b⌋, no r clamp (`precond_clamp=False`; method `psmile_clamp` =
-         pSMILE-naive with the [0.1, 10] clamp on r, the issue's ablation, run beside it and chosen like the other
+         pSMILE-naive with the [0.1, 10] clamp on r, an ablation, run beside it and chosen like the other
          pSMILE variants), no ε-halving (non-finite steps counted),
          the authors' splits of seeds 1-3 (split_source="authors"; "files" = our fixed index_smile_* splits);
          baselines at equal PEG, full-batch MCLMC at 50k + 10k steps. `budget_scale=x` scales the steps
@@ -88,10 +88,10 @@ def get_config(arg=None):
     s.ev_step_size = (1e-3,)
   if "psmile_eq" in methods:     # tuned pSMILE, tuner="energy_quantile": one ε₀, no grid
     s.eq_step_size = (1e-3,)
-    # Chosen by h45 on energy split 1 (full budget; drift < 2 first, then validation LPPD; docs/results/smile.md):
-    s.eq_decay_steps = 100       # t₀ of the second-half gain γ₀/(1 + (t − W/2)/t₀); 0: h25's γ₀ (W/2)/t
+    # Chosen on energy split 1 (full budget; drift < 2 first, then validation LPPD; docs/methods/smile.md):
+    s.eq_decay_steps = 100       # t₀ of the second-half gain γ₀/(1 + (t − W/2)/t₀); 0: the plain gain γ₀ (W/2)/t
     s.eq_pool_chains = True      # True: one ε per ε₀ from the signal averaged over the chains
-    # h50 (same rule, docs/results/smile.md): "midmean" (the middle half of the chains by recent crossing rate) over
+    # (same rule, docs/methods/smile.md): "midmean" (the middle half of the chains by recent crossing rate) over
     # "mean" (all chains): lower drift on naval, higher validation LPPD on energy and airfoil.
     s.eq_pool_stat = "midmean"
   if "psmile_vt" in methods:     # tuned pSMILE, tuner="virial": one ε₀, no grid
@@ -100,13 +100,13 @@ def get_config(arg=None):
     # target of exactly 1 has no drive there (chosen on a 50-d Gaussian, tests/smile/test_virial_tuner.py).
     s.vt_target = 1.1
     # γ₀ chosen on energy split 1's ε traces (drift and path only, no LPPD): 1e-3 overshot to 1.7e-4 (T̂ lags ε by
-    # 10k+ steps; drift 2.58), 1e-4 barely left ε₀ (8.7e-4), 3e-4 went to 6.5e-4 (drift 1.26); docs/results/smile.md.
+    # 10k+ steps; drift 2.58), 1e-4 barely left ε₀ (8.7e-4), 3e-4 went to 6.5e-4 (drift 1.26); docs/methods/smile.md.
     s.vt_gain = 3e-4             # Robbins–Monro gain γ₀ on log ε (±0.015 % per step when all chains agree)
     s.vt_decay_steps = 0         # 0: classic γ₀ (W/2)/t over the second half (a gain that can still move ε)
     s.vt_settle_frac = 0.25      # ε held at ε₀ over the first quarter of the warmup (chains travel from the members)
   if "psmile_vl" in methods:     # tuned pSMILE, tuner="virial_ladder": one ε₀, a pilot ladder instead of a grid
     s.vl_step_size = (1e-3,)
-    # Set before any UCI run of it (issue 19, seventh try; docs/results/smile.md): the pilot is the first 40 % of the
+    # Set before any UCI run of it (docs/methods/smile.md): the pilot is the first 40 % of the
     # warmup (the virial rule's traces: T̂ needs 10k+ steps to show heat), 5 rungs a factor 2 apart (ε₀/4 … 4 ε₀,
     # 2 of 10 chains each), each chain's signal an EMA over the pilot's last quarter, the virial rule's target 1.1.
     s.vl_target = 1.1

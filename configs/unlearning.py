@@ -13,7 +13,7 @@
       --config=configs/unlearning.py:paper_cpu:datasets=mnist1d,methods=finetune+sisa+scrub+unsir+bad_teacher+boundary_shrink+ru+ru_uniform+emmn+ru_zs \
       --config.model.arch=cnn1d "--config.class_sweep=(0,1,2,3,4)" --workdir=runs/ul_paper_cnn1d_a
   # RU at the authors' fixed beta next to RU with beta chosen per forgotten class on a validation split of
-  # the training rows by issue 13's bar (ru_val; ~6 min on 2 shared cores):
+  # the training rows by the forgetting bar (ru_val; ~6 min on 2 shared cores):
   python -m experiments.unlearning --config=configs/unlearning.py:paper_cpu:datasets=digits,seeds=5,methods=ru+ru_val \
       --workdir=runs/ul_ru_val_digits
   # accelerator only (needs CIFAR-10 prepared for tfds.data_source in --config.data_dir):
@@ -37,7 +37,7 @@ BASELINE_METHODS = ("finetune", "grad_ascent", "neggrad_plus", "random_labels", 
 # The paper's comparison (authors' configs): FT, SISA, SCRUB, UNSIR, Bad Teaching, Boundary Shrink;
 # zero-shot EMMN and GKT; plus RU, RU zero-shot, our uniform-target extensions (standard and zero-shot; zero-shot also with
 # the identity anchor whose weight the run picks from D_f, ru_zs_anchor) and RU with beta chosen
-# on a validation split (ru_val: the authors' grid, selected by issue 13's bar on validation rows).
+# on a validation split (ru_val: the authors' grid, selected by the forgetting bar on validation rows).
 PAPER_METHODS = ("finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_shrink", "ru", "ru_val", "ru_uniform",
                  "emmn", "gkt", "ru_zs", "ru_zs_uniform", "ru_zs_anchor")
 
@@ -77,7 +77,7 @@ def get_config(arg=None):
       val_class=5, val_subclass=8,         # validation forget splits used only for tuning
       # > 0: the validation split's test rows are this stratified fraction of the training rows (its
       # models train on the rest; the test rows are never read); 0: it reads the test rows (small's
-      # table of 2026-12-01 was tuned so; the default no longer does). smoke tunes nothing.
+      # published table was tuned so; the default no longer does). smoke tunes nothing.
       val_holdout=0.0 if preset == "smoke" else 0.2,
       limit_train=0, limit_test=0,         # 0 = all rows (tests and smoke shrink these)
       tfds_split_train="train", tfds_split_test="test")
@@ -153,7 +153,7 @@ def get_config(arg=None):
       config.baselines[name]["epochs"] = 1.0
     config.baselines.scrub.update(max_epochs=1, min_epochs=1)
   # Validation grids (one hyper-parameter per method), selection by Avg. Gap to Retrain unless a grid
-  # names its `score` (evaluate.SCORES; "bar": issue 13's bar, forget accuracy to Retrain's and retain /
+  # names its `score` (evaluate.SCORES; "bar": the forgetting bar, forget accuracy to Retrain's and retain /
   # retained-class test accuracy to the original model's). `tune` tunes every method with a grid;
   # ru_val is always tuned (per forgotten class in a class sweep).
   config.tune = small          # paper_cpu: fixed settings, nothing tuned but ru_val

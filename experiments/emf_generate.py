@@ -24,8 +24,8 @@ matplotlib.use("Agg")
 
 from experiments import common, report  # noqa: E402
 from jaxml import core, emf  # noqa: E402
-from jaxml.data import iterators, toys  # noqa: E402
-from jaxml.emf import domains  # noqa: E402
+from jaxml.data import toys  # noqa: E402
+from experiments import emf_domains as domains  # noqa: E402
 from jaxml.emf import evaluate as ev  # noqa: E402
 
 DATASETS = ("checkerboard", "8gaussians", "moons", "gp", "mnist1d", "digits", "pointclouds")
@@ -110,7 +110,7 @@ def run(config, workdir: str) -> list[dict]:
     feats, extra = None, {}
     if name in ("digits", "mnist1d"):
       t0 = time.perf_counter()
-      labelled = iterators.epoch_batches({"x": data["train"], "y": data["y_train"]}, p.classifier["batch_size"], seed=0)
+      labelled = core.epoch_batches({"x": data["train"], "y": data["y_train"]}, p.classifier["batch_size"], seed=0)
       feats, extra["classifier_acc"] = ev.train_feature_classifier(data, labelled, p.classifier, p.train,
                                                                     workdir=workdir, name=name, mesh=mesh)
       print(f"[emf_generate] {name}: feature classifier test accuracy {extra['classifier_acc']:.3f} "

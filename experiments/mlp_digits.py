@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from experiments import common  # noqa: E402
 from jaxml import classifier, core  # noqa: E402
-from jaxml.data import iterators, offline  # noqa: E402
+from jaxml.data import offline  # noqa: E402
 from jaxml.metrics import calibration  # noqa: E402
 
 DATASETS = ("digits",)
@@ -58,7 +58,7 @@ def run(config, workdir: str) -> list[dict]:
   for kind, model_cfg in p.models.items():
     method = classifier.make_method(dict(model_cfg, num_classes=num_classes))
     for seed in p.seeds:
-      result = core.train(method, iterators.epoch_batches(train, p.batch_size, seed=seed), p.train,
+      result = core.train(method, core.epoch_batches(train, p.batch_size, seed=seed), p.train,
                           workdir=workdir, name=f"{kind}_seed{seed}", seed=seed, eval_batches=[test])
       out = jax.device_get(jax.jit(method.eval_fn)(result.params, test))
       probs = np.asarray(jax.jit(method.predict_fn)(result.params, test))

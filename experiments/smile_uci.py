@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from experiments import common, report  # noqa: E402
 from jaxml import core, smile  # noqa: E402
-from jaxml.data import iterators, offline  # noqa: E402
+from jaxml.data import offline  # noqa: E402
 
 PROTOCOLS = ("smile", "standard", "auto", "tfds")
 SPLIT_SOURCES = ("files", "authors")    # rows of the 70/10/20 sets: our index files, or the authors' seeds
@@ -123,7 +123,7 @@ def plan(config) -> Plan:
 
 def member_batches(train: dict, batch_size: int, seed: int, k: int) -> list:
   """Member m walks its own seeded permutation of the training rows."""
-  return [iterators.epoch_batches(train, batch_size, seed=seed * 1000 + m) for m in range(k)]
+  return [core.epoch_batches(train, batch_size, seed=seed * 1000 + m) for m in range(k)]
 
 
 def run(config, workdir: str) -> list[dict]:

@@ -2,7 +2,7 @@
 
 Config -> data -> forget splits -> `jaxml.unlearning` -> rows. Per cell (dataset/regime, or each
 forgotten class of a class sweep): optionally pick one hyper-parameter per method on a validation
-forget split (`runner.tune_methods`, by each grid's `score`: Avg. Gap to Retrain or issue 13's bar),
+forget split (`runner.tune_methods`, by each grid's `score`: Avg. Gap to Retrain or the forgetting bar),
 then per test seed train the original model and run Retrain and every method from it
 (`runner.compare`: metrics, costs and the collision check of RU's mean target). `tune` tunes every
 method with a grid; `ru_val` (RU, its grid value chosen on validation) is tuned always. With
@@ -370,7 +370,7 @@ def check_reports(methods: list[str], *, paper_table: bool) -> None:
 def paper_summary(rows: list[dict], methods: list[str]) -> str:
   """The paper's columns for the first class of the sweep and over all its classes, per dataset; the
   forget accuracy of every method per forgotten class next to the head's class at the mean (the
-  collision); which classes meet issue 13's bar (`report.must_reach`)."""
+  collision); which classes meet the forgetting bar (`report.must_reach`)."""
   table = report.method_cell_table(rows, ul_report.first_sweep_cells(rows), methods, ul_report.PAPER_COLUMNS,
                                    ul_report.LABELS)
   head = "## The paper's table (fixed settings)\n"
@@ -384,7 +384,7 @@ def sweep_plot(rows: list[dict], methods: tuple[str, ...] = ("retrain", "ru", "r
                                                           "ru_zs_uniform", "ru_zs_anchor", "emmn", "gkt")):
   """Per forgotten class, for Retrain, the RU rows and the zero-shot baselines: forget accuracy (top; the
   classes the head assigns to the mean representation, the collision, shaded) and test accuracy on the
-  retained classes (bottom, the original's dashed), the two sides of issue 13's bar."""
+  retained classes (bottom, the original's dashed), the two sides of the forgetting bar."""
   import matplotlib.pyplot as plt
   datasets = sorted({c.split("/")[0] for c in ul_report.sweep_cells(rows)})
   n = max(len(datasets), 1)

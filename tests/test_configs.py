@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p.stem for p in (ROOT / "configs").glob("*.py") if p.stem not in ("__init__", "common"))
 EXPERIMENTS = ("mlp_digits", "smile_uci", "emf_generate", "sol_ordinal", "unlearning", "eviprobe_graphs",
                "causal_reward")
-LAUNCHER_READS = {"preset"}   # read by experiments.common.launch itself
+LAUNCHER_READS = {"preset", "tensorboard"}   # read by experiments.common.launch itself
 
 
 @pytest.mark.parametrize("name", CONFIGS)

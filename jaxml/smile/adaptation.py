@@ -22,7 +22,7 @@ c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
 current batch, one extra forward pass) and steers an EMA v of ΔE²/d to the absolute target
 `target_energy_var` (MCLMC's Var[ΔE]/d criterion) with log ε ← log ε + gain·(log target − log v)/6
 (ΔE² ∝ ε⁶ for the McLachlan integrator). It has no resets; the non-finite guard stays.
-"energy_quantile" is ours too and supersedes "energy_var" on UCI (docs/results/smile.md): the same-batch
+"energy_quantile" is ours too and supersedes "energy_var" on UCI (docs/methods/smile.md): the same-batch
 x = ΔE²/d is far from Gaussian there (float32-rounding floor ~1e-11 while the chain is far from the
 posterior, then rare steps with x ≫ 1 that carry all of Σ x), so an EMA of x follows the tail. It is a
 Robbins–Monro quantile tracker instead: with τ = target_energy_var · F⁻¹_χ²₁(q) (the q-quantile of x
@@ -44,7 +44,7 @@ A step with x > divergence_factor · τ is a divergence: it is reverted like a r
 (θ, ℓ, g restored, u zeroed; the preconditioner does not see its gradient), in every phase. Without
 this guard a catastrophic step (x ~ 1e10 on UCI without the r clamp) feeds its gradient into the
 preconditioner, whose scales then make the next steps catastrophic too, and ε runs to its floor.
-"virial" (ours, sixth design of issue 19) steers a different absolute quantity: the configurational temperature
+"virial" (ours) steers a different absolute quantity: the configurational temperature
 T̂ = −(θ − θ₀)·∇log p̂(θ)/d, whose expectation under the target is exactly 1 (integration by parts), with or
 without minibatch noise. Chains that run hot for their ε show T̂ > 1; below that step size T̂ ≈ 1. The same
 Robbins–Monro machinery (pooling, gain schedule, average, freeze) moves log ε by ±γ/2 by the sign of

@@ -297,7 +297,7 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     L: partial-refresh length (∞: none, the authors' default for minibatch runs); a float or an
       array. With L = ∞ the gradient noise is the only refresh: on full-batch or low-noise targets
       the flow is then deterministic and not ergodic, and with non-diagonal noise the spread is
-      biased; a finite L ≈ 0.1–1 · √d · (posterior scale) fixes both (docs/results/smile_spread.md).
+      biased; a finite L ≈ 0.1–1 · √d · (posterior scale) fixes both (docs/methods/smile.md).
     precondition: use the gradient-noise preconditioner.
     tuned: step-size tuner on; off = fixed ε (naive variants).
     **tuner: TunerConfig fields; `tuner="ref"` (default) is the authors' Gamma-quantile rule with

@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxml import core
-from jaxml.data import iterators
 from jaxml.sol.api import RankLearner, host_pair_count, init_extra, make_learner
 from jaxml.sol.pairs import LabelBook, make_pair_batches
 
@@ -119,7 +118,7 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
 
     hooks.append(core.Hook(int(s["refresh_every"]), refresh))
   else:
-    batches = iterators.epoch_batches({"x": x_train, "y": y_train}, min(2 * b, len(x_train)), seed=seed)
+    batches = core.epoch_batches({"x": x_train, "y": y_train}, min(2 * b, len(x_train)), seed=seed)
     params = learner.method.init(rng, batches(0))
     extra = None
 

@@ -10,7 +10,7 @@ removes the failure when the head maps the mean to the forgotten class; `ru_zs_u
 zero-shot target the same way, from head rows and class counts only; `ru_zs_anchor` adds an
 identity anchor whose weight it chooses from the forget rows alone), every baseline (SISA, UNSIR
 and GKT included), Retrain and the original model (`ru_val`: RU under settings the caller chose on
-validation); `tune` picks a setting by Avg. Gap, or by any score such as issue 13's bar (`evaluate.scorer`).
+validation); `tune` picks a setting by Avg. Gap, or by any score such as the forgetting bar (`evaluate.scorer`).
 Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and
 zero-shot objectives), `api` (`make_method`, `unlearn`, `fit_params`), `sampling` (batch
 builders; float settings ride in the batch), `baselines`, `evaluate`, `runner` (`run_method`, `tune`,

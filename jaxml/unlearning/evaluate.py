@@ -4,7 +4,7 @@ Percentages throughout (SalUn convention): UA = 100 - Acc(D_f), RA = Acc(D_r), T
 TA_r / TA_f = test accuracy on test rows not of / of the forgotten kind (classes or sub-class),
 MIA = confidence SVC-MIA efficacy (% of D_f called non-member), loss-MIA AUC (D_f vs D_t),
 Avg. Gap = mean(|UA - UA*|, |RA - RA*|, |TA - TA*|, |MIA - MIA*|) with * = Retrain (same seed).
-Bar score (issue 13's per-split bar as one number, `bar_score`): the largest of |FA - FA*| / FA_TOL,
+Bar score (the per-split forgetting bar as one number, `bar_score`): the largest of |FA - FA*| / FA_TOL,
 |RA - RA°| / ACC_TOL, |TA_r - TA_r°| / ACC_TOL with ° = the original model; <= 1 iff the bar is met.
 """
 
@@ -21,7 +21,7 @@ __all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "diver
            "GAP_KEYS", "FA_TOL", "ACC_TOL", "bar_gaps", "bar_score", "SCORES", "scorer"]
 
 GAP_KEYS = ("UA", "RA", "TA", "MIA")
-# Issue 13's bar per forget split: forget accuracy within FA_TOL points of Retrain's, retain and
+# The forgetting bar per forget split: forget accuracy within FA_TOL points of Retrain's, retain and
 # retained-class test accuracy within ACC_TOL points of the original model's.
 FA_TOL, ACC_TOL = 2.0, 1.0
 # Selection criteria of a grid (`scorer`): Avg. Gap to Retrain, or the bar score.

@@ -139,7 +139,7 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
   return "\n".join(out)
 
 
-# Issue 13's bar per forgotten class (`evaluate.bar_gaps`), on means over seeds.
+# The forgetting bar per forgotten class (`evaluate.bar_gaps`), on means over seeds.
 FA_TOL, ACC_TOL = ev.FA_TOL, ev.ACC_TOL
 
 

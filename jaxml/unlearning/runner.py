@@ -218,7 +218,7 @@ def masked_head_shift(orig: ev.Outputs, task: UnlearningTask) -> dict[str, float
   and retained-class test accuracy against the unmasked original (points). Retained-class test rows the
   original assigns to a forgotten class move to their next class, some of them the right one, so a method
   that forgets the classes and keeps every other prediction shifts TA_r by `mask_dTA_r`: where that
-  exceeds issue 13's tolerance, the bar's TA_r side cannot be met that way. Empty without forgotten classes."""
+  exceeds the bar's tolerance, the bar's TA_r side cannot be met that way. Empty without forgotten classes."""
   mask = task.test_forget_mask
   if not task.forget_classes or mask is None or not mask.any() or not task.forget_idx.size:
     return {}

@@ -53,7 +53,7 @@ def test_kill_at_every_step_with_a_torn_write_resumes_to_the_uninterrupted_run(t
     def hook(s, st):
       if s == stop_at:
         raise _Interrupt()
-    manager = core.make_manager(str(tmp_path / name))
+    manager = core.checkpoint.make_manager(str(tmp_path / name))
     return core.fit(state, step, helpers.batch_fn(data), num_steps=6, log_every=6, checkpoint_manager=manager,
                     checkpoint_every=2, hooks=[core.Hook(1, hook)], progress=False)
 

@@ -116,13 +116,13 @@ def test_eval_step_reads_the_ema_copy_and_extra_when_asked():
   state = core.create_train_state(params, optimizer, 0, ema=True, extra=extra)
   state = state.replace(ema_params=ema)
   batch = {"x": jnp.array(2.0)}
-  plain = core.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]})
-  with_extra = core.make_eval_step(lambda p, b, e: {"v": p["w"] * b["x"] + e["shift"]}, use_ema=True,
+  plain = core.step.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]})
+  with_extra = core.step.make_eval_step(lambda p, b, e: {"v": p["w"] * b["x"] + e["shift"]}, use_ema=True,
                                    uses_extra=True)
   assert float(plain(state, batch)["v"]) == 2.0
-  assert float(core.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]}, use_ema=True)(state, batch)["v"]) == 10.0
+  assert float(core.step.make_eval_step(lambda p, b: {"v": p["w"] * b["x"]}, use_ema=True)(state, batch)["v"]) == 10.0
   assert float(with_extra(state, batch)["v"]) == 20.0
-  assert float(core.make_eval_step(lambda p, b, e: {"v": p["w"] + e["shift"]}, uses_extra=True)(state, batch)["v"]) == 11.0
+  assert float(core.step.make_eval_step(lambda p, b, e: {"v": p["w"] + e["shift"]}, uses_extra=True)(state, batch)["v"]) == 11.0
 
 
 def test_freeze_gives_exactly_zero_updates():

@@ -5,7 +5,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from jaxml.data import iterators, offline, synthetic
+from jaxml import core
+from jaxml.data import offline, synthetic
 
 
 def test_uci_standard_split_is_standardised_on_train_rows():
@@ -77,13 +78,13 @@ def test_missing_root_and_bad_names_give_clear_errors(tmp_path, monkeypatch):
 
 def test_epoch_batches_are_random_access_and_cover_each_epoch():
   arrays = {"x": np.arange(20), "y": np.arange(20) * 2}
-  get = iterators.epoch_batches(arrays, 5, seed=3)
+  get = core.epoch_batches(arrays, 5, seed=3)
   epoch = np.concatenate([get(i)["x"] for i in range(4)])
   assert sorted(epoch) == list(range(20))
-  np.testing.assert_array_equal(get(6)["x"], iterators.epoch_batches(arrays, 5, seed=3)(6)["x"])
+  np.testing.assert_array_equal(get(6)["x"], core.epoch_batches(arrays, 5, seed=3)(6)["x"])
   assert not np.array_equal(get(0)["x"], get(4)["x"])      # reshuffled next epoch
   np.testing.assert_array_equal(get(2)["y"], 2 * get(2)["x"])
-  half = iterators.process_slice(get(0), 1, 5)
+  half = core.batches.process_slice(get(0), 1, 5)
   assert len(half["x"]) == 1
 
 

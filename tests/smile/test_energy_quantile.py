@@ -83,7 +83,7 @@ def _eps_trace(sampler, check, starts, steps, batch):
 @pytest.mark.parametrize("decay_steps,pool", [(0, False), (100, False), (100, True)])
 def test_gaussian_converges_to_the_target_quantile_from_either_side(decay_steps, pool):
   """Full-batch linear regression (a Gaussian posterior, d = 8): from ε₀ 10× too small and 10× too large the
-  frozen ε agree, and at that fixed ε the fraction of steps with ΔE²/d ≤ τ is q; with h25's gain, the restarted
+  frozen ε agree, and at that fixed ε the fraction of steps with ΔE²/d ≤ τ is q; with the plain gain, the restarted
   gain and the chain-pooled signal (one ε for all chains)."""
   check = checks.linear_regression(n=256, p=8, batch_size=256)
   d, q, steps = 8, 0.8, 4000
@@ -127,7 +127,7 @@ def test_minibatch_eps_does_not_drift():
 
 
 def test_restarted_gain_stops_the_drift_of_the_decaying_gain():
-  """Minibatch linear regression with γ₀ = 0.5: under h25's gain γ₀h/t (still ≥ γ₀/2 at the end) the live ε moves
+  """Minibatch linear regression with γ₀ = 0.5: under the plain gain γ₀h/t (still ≥ γ₀/2 at the end) the live ε moves
   more than 2× over the second half; with the count restarted at h (t₀ = 50) it moves less than 2×, per chain and
   with the signal pooled over the chains (which then share one ε)."""
   check = checks.linear_regression(n=512, p=6, batch_size=32)

@@ -191,7 +191,7 @@ def test_nonfinite_without_halving_keeps_eps_and_counts():
   np.testing.assert_allclose(jnp.linalg.norm(state.integrator.momentum), 1.0, rtol=1e-5)
 
 
-# --- One step written out (issue 17: the preconditioned / tuned step against its formulas) ---------------------
+# --- One step written out (the preconditioned / tuned step against its formulas) ---------------------
 # The integration itself is blackjax's `isokinetic_mclachlan` (with the preconditioner's c² as its
 # diagonal); ΔE, the guard, the resets, the ε rules, the tuner and the preconditioner statistics are written
 # out below from the module doc of `kernel` (and use the `adaptation` rules, which have their own tests).

@@ -89,7 +89,7 @@ def test_gaussian_finds_the_heating_edge_from_either_side():
   assert eps[0, -1] < 0.5 * min(finals), (eps[0, -1], finals)      # target 1: no drive below the edge
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation (docs/results/smile.md): on a 6-parameter minibatch regression "
+@pytest.mark.xfail(strict=True, reason="known limitation (docs/methods/smile.md): on a 6-parameter minibatch regression "
                    "the median of T̂ stays below 1 at every ε (χ²-like skew at small d; the chains run cold, not hot, at "
                    "large ε), so the virial rule grows ε without a stop")
 def test_minibatch_regression_small_d_finds_a_step_size():

@@ -3,7 +3,7 @@
 Padding the rank set with empty top ranks is not harmless: SOL's Gaussian rows, centroids and
 decoders and the CE head span every rank, so their predictions change. L1 / L2 predict a scalar and do
 not (up to their clip at K − 1). CORN's logits for empty ranks get no gradient; its predictions did not
-change at this size but did in a 40-step probe (docs/results/sol.md). Hence
+change at this size but did in a 40-step probe (docs/methods/sol.md). Hence
 `experiments.sol_ordinal.prepare` sizes the rank set per noise setting, and a setting's rows must not
 depend on which other settings run in the same job.
 """

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from jaxml import core
-from jaxml.data import iterators, offline, toys
+from jaxml.data import offline, toys
 
 __all__ = ["load_domain", "make_batches"]
 
@@ -56,9 +56,9 @@ def load_domain(name: str, d: Mapping[str, Any], *, digits_as_images: bool = Fal
 
 
 def make_batches(data: dict, batch_size: int, seed: int) -> Callable[[int], dict]:
-  """`batch_at(step)` of training rows (data.iterators.epoch_batches); digits add uniform dequantization noise
+  """`batch_at(step)` of training rows (data.core.epoch_batches); digits add uniform dequantization noise
   of width data['dequantize'], drawn from (seed, step) so a resumed run sees the same batches."""
-  base = iterators.epoch_batches({"x": data["train"]}, batch_size, seed=seed)
+  base = core.epoch_batches({"x": data["train"]}, batch_size, seed=seed)
   width = data.get("dequantize", 0.0)
   if not width:
     return base

@@ -1,4 +1,4 @@
-"""Batch iterators over numpy arrays: seeded per-epoch shuffles with random access by step."""
+"""Batch samplers over numpy arrays (numpy only, so data loaders and methods share them): seeded per-epoch shuffles with random access by step."""
 
 from typing import Callable, Iterator, Mapping
 
