@@ -1,10 +1,10 @@
 """Batch samplers over numpy arrays (numpy only, so data loaders and methods share them): seeded per-epoch shuffles with random access by step."""
 
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["steps_per_epoch", "epoch_batches", "iterate_once", "process_slice"]
+__all__ = ["steps_per_epoch", "epoch_batches", "process_slice"]
 
 
 def steps_per_epoch(num_rows: int, batch_size: int, *, drop_last: bool = True) -> int:
@@ -39,13 +39,6 @@ def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, *, seed: in
     return {k: v[rows] for k, v in arrays.items()}
 
   return batch_at
-
-
-def iterate_once(arrays: Mapping[str, np.ndarray], batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-  """In-order pass for evaluation; the last batch may be smaller."""
-  n = _check(arrays)
-  for start in range(0, n, batch_size):
-    yield {k: v[start:start + batch_size] for k, v in arrays.items()}
 
 
 def process_slice(batch: Mapping[str, np.ndarray], process_index: int, process_count: int) -> dict[str, np.ndarray]:

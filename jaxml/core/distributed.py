@@ -2,7 +2,7 @@
 
 import jax
 
-__all__ = ["maybe_initialize", "is_main_process", "per_process_batch_size"]
+__all__ = ["maybe_initialize", "is_main_process"]
 
 
 def maybe_initialize(enabled: bool, *, coordinator_address: str | None = None,
@@ -25,8 +25,3 @@ def maybe_initialize(enabled: bool, *, coordinator_address: str | None = None,
 def is_main_process() -> bool:
   return jax.process_index() == 0
 
-
-def per_process_batch_size(global_batch: int) -> int:
-  if global_batch % jax.process_count():
-    raise ValueError(f"global batch {global_batch} not divisible by {jax.process_count()} processes")
-  return global_batch // jax.process_count()

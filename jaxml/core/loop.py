@@ -29,7 +29,7 @@ from jaxml.core.step import make_multi_step
 from jaxml.core.train_state import TrainState
 from jaxml.core.types import Batch, Metrics
 
-__all__ = ["Hook", "FitResult", "NonFiniteLossError", "StopTraining", "fit", "evaluate", "param_count",
+__all__ = ["Hook", "FitResult", "NonFiniteLossError", "StopTraining", "fit", "param_count",
            "auto_steps_per_dispatch", "MAX_STEPS_PER_DISPATCH"]
 
 # Upper bound of the automatic K: beyond a few dozen steps per dispatch the host overhead is
@@ -109,12 +109,6 @@ def _eval_arrays(eval_step: Callable[[TrainState, Batch], Metrics], state: Train
 def _batch_mean(history: list[dict[str, Any]], key: str) -> np.ndarray:
   """Mean over eval batches of one metric, keeping its shape (e.g. one value per member)."""
   return np.mean(np.stack([np.asarray(h[key], np.float64) for h in history]), axis=0)
-
-
-def evaluate(eval_step: Callable[[TrainState, Batch], Metrics], state: TrainState,
-             eval_batches: Iterable[Batch], mesh: Mesh) -> dict[str, float]:
-  """Mean of each metric over the batches (batches replicated; each batch counts once)."""
-  return _eval_arrays(eval_step, state, eval_batches, mesh)[0]
 
 
 def _mean_stacked(history: list[Metrics]) -> dict[str, float]:
