@@ -4,6 +4,8 @@ from typing import Callable
 
 import numpy as np
 
+from jaxml import core
+
 __all__ = ["sample_references", "sample_pairs", "sample_pairs_rows", "LabelBook", "make_pair_batches"]
 
 
@@ -175,20 +177,6 @@ class LabelBook:
     self.version += 1
 
 
-def epoch_permutations(n: int, seed: int) -> Callable[[int], np.ndarray]:
-  """`perm(epoch)` = default_rng([seed, epoch]).permutation(n), computed once per epoch."""
-  memo: dict[int, np.ndarray] = {}
-
-  def perm(epoch: int) -> np.ndarray:
-    if epoch not in memo:
-      if len(memo) > 2:
-        memo.clear()
-      memo[epoch] = np.random.default_rng([seed, epoch]).permutation(n)
-    return memo[epoch]
-
-  return perm
-
-
 def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: int, tau: int,
                       pairs_per_class: int = 0, block: int = 1) -> Callable[[int], dict[str, np.ndarray]]:
   """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch
@@ -202,15 +190,8 @@ def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: 
   book has changed since. Labels change only at refresh steps, so with `block` dividing the
   refresh cadence every batch sees the labels it would see step by step (and after a resume).
   """
-  n = len(x)
-  if batch_size > n:
-    raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
-  per_epoch = n // batch_size
-  perm = epoch_permutations(n, seed)
-
-  def bases(step: int) -> np.ndarray:
-    epoch, i = divmod(int(step), per_epoch)
-    return perm(epoch)[i * batch_size:(i + 1) * batch_size]
+  rows = core.epoch_batches({"i": np.arange(len(x))}, batch_size, seed=seed)
+  bases = lambda step: rows(step)["i"]
 
   def one_step(step: int) -> dict[str, np.ndarray]:
     base = bases(step)
