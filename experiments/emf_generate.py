@@ -72,10 +72,10 @@ def plan(config) -> Plan:
   train = core.loop_config(config)
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
   classifier = _read(config.classifier) if {"digits", "mnist1d"} & set(datasets) else None
-  return Plan(datasets, methods, tuple(range(int(config.seed), int(config.seed) + int(config.num_seeds))),
-              int(config.batch_size), _read(config.data), nets, generators, weightings,
-              {emf.METHODS[m].sampler: tuple(config.nfe[emf.METHODS[m].sampler]) for m in methods}, train,
-              classifier, int(config.mesh.num_data),
+  samplers = {emf.REGISTRY[m].sampler for m in methods}
+  return Plan(datasets, methods, tuple(range(config.seed, config.seed + config.num_seeds)),
+              config.batch_size, _read(config.data), nets, generators, weightings,
+              {k: tuple(config.nfe[k]) for k in samplers}, train, classifier, config.mesh.num_data,
               {d: (config.select_metric.get(_domain(d)) or ev.PRIMARY[d]) for d in datasets},
               tuple(float(v) for v in config.get("ct_t_mid", ())))
 

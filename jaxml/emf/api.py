@@ -2,7 +2,7 @@
 loss and its sampler; `make_generator(config)` looks the name up and never branches on it.
 
 Config (an ml_collections.ConfigDict or a plain dict; sections may be either):
-  method: a key of METHODS; num_classes (0: unconditional); model: FlowNet fields;
+  method: one of METHODS; num_classes (0: unconditional); model: FlowNet fields;
   emf: EMFConfig fields (shared by EMF, flow matching and MeanFlow); fm / meanflow: overrides of
   the emf section for those baselines (meanflow may also set jvp_impl); shortcut: ShortcutConfig
   fields; ct: CTConfig fields. Unknown keys in a section are errors, not silent no-ops.
@@ -18,7 +18,7 @@ from jaxml.emf import baselines, sample
 from jaxml.emf.losses import EMFConfig, make_emf_loss
 from jaxml.emf.model import ApplyFn, make_apply_fn, make_network
 
-__all__ = ["METHODS", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
+__all__ = ["METHODS", "REGISTRY", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
 
 SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Array]
 
@@ -119,26 +119,27 @@ def _ct(apply_fn, sections, num_classes):
           (grid(cfg.grid_start), grid(cfg.grid_end), hooks))
 
 
-# The one place a method name is resolved.
-METHODS: dict[str, FlowMethod] = {
+# The one place a method name is resolved; METHODS are its names (a tuple, as in every method package).
+REGISTRY: dict[str, FlowMethod] = {
     "emf_u": _emf("u"), "emf_x1": _emf("x1"), "emf_u_vc": _emf("u", "vc"), "emf_x1_vc": _emf("x1", "vc"),
     "fm": FlowMethod(_fm, "flow"),
     "meanflow": _meanflow("fused"), "meanflow_split": _meanflow("split"),
     "shortcut": FlowMethod(_shortcut, "flow_map"), "ct": FlowMethod(_ct, "consistency"),
 }
+METHODS = tuple(REGISTRY)
 
 
 def make_generator(config: Any) -> Generator:
-  """Builds `config['method']` (a key of METHODS) on the shared FlowNet of `config['model']`."""
+  """Builds `config['method']` (one of METHODS) on the shared FlowNet of `config['model']`."""
   name = _get(config, "method")
   if name not in METHODS:
-    raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
+    raise ValueError(f"unknown method {name!r}; expected one of {METHODS}")
   num_classes = int(_get(config, "num_classes", 0) or 0)
   net = make_network(_section(config, "model"), num_classes=num_classes)
   apply_fn = make_apply_fn(net)
   sections = {k: _section(config, k) for k in ("fm", "meanflow", "shortcut", "ct")}
   sections["emf"] = emf_config_from(config)
-  loss_fn, sample_fn, extra = METHODS[name].build(apply_fn, sections, num_classes)
+  loss_fn, sample_fn, extra = REGISTRY[name].build(apply_fn, sections, num_classes)
 
   def init(rng, batch):
     x = jnp.asarray(batch["x"])
@@ -160,7 +161,7 @@ def make_generator(config: Any) -> Generator:
       return {"loss": loss, **aux}
     method = core.Method(init, loss_fn, eval_fn, init_extra=lambda rng, params: initial,
                          hooks=lambda ctx: hooks(int(ctx.num_steps)))
-  return Generator(method, sample_fn, METHODS[name].sampler)
+  return Generator(method, sample_fn, REGISTRY[name].sampler)
 
 
 def make_method(config: Any) -> core.Method:

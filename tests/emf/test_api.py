@@ -34,7 +34,7 @@ def test_plain_dict_and_config_dict_build_the_same_method(method):
 def test_registry_owns_every_method_and_rejects_unknown_names_and_keys():
   assert set(emf.METHODS) == {"emf_u", "emf_x1", "emf_u_vc", "emf_x1_vc", "fm", "meanflow", "meanflow_split",
                               "shortcut", "ct"}
-  assert {m.sampler for m in emf.METHODS.values()} == {"flow_map", "flow", "consistency"}
+  assert {m.sampler for m in emf.REGISTRY.values()} == {"flow_map", "flow", "consistency"}
   with pytest.raises(ValueError, match="unknown method"):
     emf.make_generator(_plain("nope"))
   with pytest.raises(ValueError, match="unknown emf setting"):
