@@ -82,10 +82,6 @@ class TrainResult(NamedTuple):
   extra: Any = None                  # the state's `extra` at the selected step (Selection.keep_extra), else final
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-  return cfg.get(key, default) if cfg is not None else default
-
-
 def _plain(section: Any) -> dict[str, Any]:
   """A (Config)dict section as a plain dict, nested sections included."""
   return {k: (_plain(v) if hasattr(v, "keys") else v) for k, v in section.items()}
@@ -97,7 +93,7 @@ def _int_or_zero(v: Any) -> int:
 
 # The keys `train` / `make_trainer` read, each with its one conversion.
 _LOOP_KEYS: dict[str, Callable[[Any], Any]] = {
-    "optim": _plain, "num_steps": int, "log_every": int, "eval_every": _int_or_zero,
+    "optim": lambda v: _plain(v or {}), "num_steps": int, "log_every": _int_or_zero, "eval_every": _int_or_zero,
     "checkpoint_every": _int_or_zero, "steps_per_dispatch": _int_or_zero,
     "ema_decay": lambda v: float(v) if v else None, "unroll": bool,
     "mesh": lambda v: _plain(v) if v is not None else None}
@@ -119,9 +115,8 @@ def loop_config(config: Mapping[str, Any] | None = None, **settings: Any) -> dic
 
 def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
   """A mesh from a `mesh` config section: num_data (0: all devices) and num_model (default 1)."""
-  num_data = int(_get(mesh_cfg, "num_data", 0) or 0)
-  num_model = int(_get(mesh_cfg, "num_model", 1) or 1)
-  return shd.make_mesh(num_data or None, num_model)
+  mesh_cfg = mesh_cfg or {}
+  return shd.make_mesh(int(mesh_cfg.get("num_data", 0) or 0) or None, int(mesh_cfg.get("num_model", 1) or 1))
 
 
 def make_trainer(method: Method, config: Mapping[str, Any], *,
@@ -132,17 +127,16 @@ def make_trainer(method: Method, config: Mapping[str, Any], *,
   `core.multi_group`); then `config['optim']` is not read and `train(lr=...)` needs an
   injected `learning_rate` in it.
   """
+  cfg = loop_config(config)
   if optimizer is None:
-    optimizer = make_optimizer(_get(config, "optim", {}) or {}, int(_get(config, "num_steps", 0) or 0),
-                               inject_lr=True)
+    optimizer = make_optimizer(cfg.get("optim", {}), cfg.get("num_steps", 0), inject_lr=True)
   if method.frozen:
     optimizer = freeze(optimizer, list(method.frozen))
-  ema = _get(config, "ema_decay", None)
-  ema = float(ema) if ema else None
+  ema = cfg.get("ema_decay")
   train_step = make_train_step(method.loss_fn, optimizer, ema_decay=ema, uses_extra=method.init_extra is not None)
   eval_step = (make_eval_step(method.eval_fn, use_ema=ema is not None, uses_extra=method.eval_uses_extra)
                if method.eval_fn is not None else None)
-  multi_step = make_multi_step(train_step, unroll=bool(_get(config, "unroll", False)))
+  multi_step = make_multi_step(train_step, unroll=cfg.get("unroll", False))
   return TrainSteps(method, optimizer, train_step, multi_step, eval_step, ema)
 
 
@@ -184,16 +178,15 @@ def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterabl
   """
   trainer = method if isinstance(method, TrainSteps) else make_trainer(method, config, optimizer=optimizer)
   method = trainer.method
-  num_steps = int(_get(config, "num_steps"))
-  log_every = int(_get(config, "log_every", 100) or 100)
-  eval_every = int(_get(config, "eval_every", 0) or 0)
-  checkpoint_every = int(_get(config, "checkpoint_every", 0) or 0)
+  cfg = loop_config(config)
+  num_steps = cfg["num_steps"]
+  log_every = cfg.get("log_every") or 100
+  eval_every = cfg.get("eval_every", 0)
+  checkpoint_every = cfg.get("checkpoint_every", 0)
   # unrolled dispatches compile one copy of the step per step: one per dispatch unless asked
-  steps_per_dispatch = int(_get(config, "steps_per_dispatch", 0) or 0) or (
-      1 if getattr(trainer.multi_step, "unroll", False) else 0)
-  mesh_cfg = _get(config, "mesh", None)
+  steps_per_dispatch = cfg.get("steps_per_dispatch") or (1 if getattr(trainer.multi_step, "unroll", False) else 0)
   if mesh is None:
-    mesh = mesh_from_config(mesh_cfg)
+    mesh = mesh_from_config(cfg.get("mesh"))
   eval_fn = _reiterable(eval_batches)
   if eval_fn is not None and trainer.eval_step is None:
     raise ValueError(f"[{name}] eval_batches were given but the method has no eval_fn")
