@@ -31,7 +31,7 @@ def parse_noise(spec: str) -> tuple[str, float]:
 
 def train_config(config) -> dict[str, Any]:
   """What `sol.make_trainer` reads: the loop settings of the base config and the `train` section."""
-  return core.loop_config(config) | {k: int(v) for k, v in dict(config.train).items()}
+  return core.loop_config(config) | dict(config.train)
 
 
 def plan(config) -> None:
@@ -42,13 +42,12 @@ def plan(config) -> None:
     common.validate_choice(m, sol.ALL_METHODS, "method")
   for spec in config.noise.settings:
     parse_noise(spec)
-  int(config.noise.seed), int(config.seed), str(config.preset)
+  config.noise.seed, config.seed, config.preset   # read (strict configs); typed by the config
   common.validate_choice(config.noise.clip, ordinal_noise.CLIP_MODES, "noise clip")
   common.validate_choice(config.data.target, offline.ORDINAL_TARGETS, "ordinal target")
-  if not 0 < float(config.data.val_fraction) < 1:
+  if not 0 < config.data.val_fraction < 1:
     raise common.ConfigError("data.val_fraction must be in (0, 1)")
-  [int(p) for p in config.data.partitions]
-  int(config.data.bins), int(config.data.ranks)
+  config.data.partitions, config.data.bins, config.data.ranks
   if min(dict(config.data.countdots).values()) < 0:
     raise common.ConfigError("data.countdots sizes must be non-negative")
   sol.sol_settings(dict(config.sol))
@@ -76,18 +75,18 @@ def prepare(config, name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
   empty top ranks changes SOL's and CE's predictions (tests/sol/test_rank_sets.py), and CORN's."""
   parts, labels = [], {spec: [] for spec in config.noise.settings}
   for p in config.data.partitions:
-    d = load(config, name, int(p))
-    seed = int(config.seed) + 1000 * int(p)
+    d = load(config, name, p)
+    seed = config.seed + 1000 * p
     perm = np.random.default_rng([seed, 7]).permutation(len(d["y_train"]))
     n_val = int(round(config.data.val_fraction * len(perm)))
     val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
     k = int(d["num_classes"])
     clean_range = float(np.ptp(d["y_train"]))
     d.update(x_val=d["x_train"][val], y_val_clean=d["y_train"][val], x_train=d["x_train"][tr],
-             y_train=d["y_train"][tr], partition=int(p), noisy={}, test_labels={})
+             y_train=d["y_train"][tr], partition=p, noisy={}, test_labels={})
     for spec in config.noise.settings:
       kind, rate = parse_noise(spec)
-      noisy = [ordinal_noise.add_label_noise(y, k, kind, rate, seed=seed + int(config.noise.seed) + j,
+      noisy = [ordinal_noise.add_label_noise(y, k, kind, rate, seed=seed + config.noise.seed + j,
                                              x=x, scale=clean_range, clip=config.noise.clip)
                for j, (x, y) in enumerate(((d["x_train"], d["y_train"]), (d["x_val"], d["y_val_clean"])))]
       d["noisy"][spec] = noisy
@@ -114,7 +113,7 @@ def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
     for spec in config.noise.settings:
       for d in parts:
         k = num_ranks[spec]   # in the key: a cache written under another rank set is not resumed
-        key = f"{method}|{name}/{spec}|{d['partition']}|{int(config.seed)}|K{k}"
+        key = f"{method}|{name}/{spec}|{d['partition']}|{config.seed}|K{k}"
         if key in done:
           rows += done[key]
           continue
@@ -123,7 +122,7 @@ def run_dataset(config, name: str, done: dict, cache_path: str) -> list[dict]:
         trainer = trainers[k]
         (y_noisy, corruption), (y_val, _) = d["noisy"][spec]
         fitted = sol.fit(trainer, d["x_train"], y_noisy, d["x_val"], y_val,
-                         seed=int(config.seed) + 1000 * d["partition"], name=key)
+                         seed=config.seed + 1000 * d["partition"], name=key)
         new = rows_for(config, trainer, fitted, d, spec, method, name, y_noisy, corruption)
         rows += new
         with open(cache_path, "a") as f:
@@ -153,7 +152,7 @@ def rows_for(config, trainer, fitted, d, spec, method, name, y_noisy, corruption
     if dec is None:
       metrics["decoder"] = trainer.learner.decoders.index(fitted.decoder)
     out.append(common.row(method=method if dec is None else f"{method}[{dec}]", dataset=f"{name}/{spec}",
-                          split=d["partition"], seed=int(config.seed), metrics=metrics, cost=cost))
+                          split=d["partition"], seed=config.seed, metrics=metrics, cost=cost))
   return out
 
 

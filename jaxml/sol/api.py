@@ -80,17 +80,17 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
     raise ValueError(f"unknown SOL variant {variant!r}; expected one of {tuple(_VARIANTS)}")
   given = dict(config or {})
   core.reject_unknown(given, DEFAULTS, "SOL")
-  s = {**DEFAULTS, **given, **_VARIANTS[variant]}
-  s["hidden"] = tuple(s["hidden"])
+  # typed once here (DEFAULTS' types), so no reader converts again
+  s = {k: type(DEFAULTS[k])(v) for k, v in {**DEFAULTS, **given, **_VARIANTS[variant]}.items()}
   if s["relabel_step"] not in RELABEL_STEPS:
     raise ValueError(f"unknown relabel_step {s['relabel_step']!r}; expected one of {RELABEL_STEPS}")
   if s["relabel_decoder"] not in RELABEL_DECODERS:
     raise ValueError(f"unknown relabel_decoder {s['relabel_decoder']!r}; expected one of {RELABEL_DECODERS}")
   if s["pair_sampler"] not in ("exact", "replacement"):
     raise ValueError(f"unknown pair_sampler {s['pair_sampler']!r}; expected 'exact' or 'replacement'")
-  if int(s["relabel_every"]) % int(s["refresh_every"]):
+  if s["relabel_every"] % s["refresh_every"]:
     raise ValueError("relabel_every must be a multiple of refresh_every")
-  if int(s["relabel_start"]) % int(s["refresh_every"]):   # labels are refined at refresh steps only:
+  if s["relabel_start"] % s["refresh_every"]:   # labels are refined at refresh steps only:
     raise ValueError("relabel_start must be a multiple of refresh_every")   # else relabelling never runs
   return s
 
@@ -101,12 +101,12 @@ def host_pair_count(s: Mapping[str, Any]) -> int:
   The exact sampler without a pool runs on the host (`pairs.sample_pairs`, O(M log M) per
   batch): in a jitted CPU step the equivalent sampler costs more than the rest of L_SO.
   """
-  return int(s["pairs_per_class"]) if s["pair_sampler"] == "exact" and not int(s["pair_pool"]) else 0
+  return s["pairs_per_class"] if s["pair_sampler"] == "exact" and not s["pair_pool"] else 0
 
 
 def _net(s: Mapping[str, Any], head: str) -> RankNet:
-  return RankNet(num_classes=int(s["num_classes"]), head=head, backbone=s["backbone"],
-                 hidden=tuple(s["hidden"]), embed_dim=int(s["embed_dim"]))
+  return RankNet(num_classes=s["num_classes"], head=head, backbone=s["backbone"],
+                 hidden=s["hidden"], embed_dim=s["embed_dim"])
 
 
 def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -> core.Method:
@@ -120,12 +120,12 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
   s = sol_settings(config, variant)
   learnable = variant == "gol"
   net = _net(s, "gol" if learnable else "embed")
-  c, sigma, tau = int(s["num_classes"]), float(s["sigma"]), int(s["tau"])
+  c, sigma, tau = s["num_classes"], s["sigma"], s["tau"]
   table = L.gaussian_table(c, sigma)
   # constants of the step (ranks are integers): the pairs' order probabilities (`L.order_probs` of their
   # Gaussian rows) as one [C, C, 3] lookup, and L_D as a linear map A of the profile (rows A Q)
   order_table = jnp.stack(L.order_prob_tables(table, tau), -1)
-  d_table = jnp.asarray(L.discriminative_weights(c, int(s["neighbourhood"]))) @ table
+  d_table = jnp.asarray(L.discriminative_weights(c, s["neighbourhood"])) @ table
 
   def init(rng: jax.Array, batch: core.Batch) -> core.Params:
     return net.init(rng, jnp.asarray(batch["x"]))["params"]
@@ -138,22 +138,22 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     if "pair_base" in batch:   # drawn with the batch on the host (`pairs.make_pair_batches`)
       pairs = L.Pairs(batch["pair_base"], batch["pair_ref"], batch["pair_valid"])
     else:
-      pairs = L.sample_pairs(rng, ranks, tau, int(s["pairs_per_class"]), int(s["pair_pool"]),
+      pairs = L.sample_pairs(rng, ranks, tau, s["pairs_per_class"], s["pair_pool"],
                              replacement=s["pair_sampler"] == "replacement")
     # The profile S = expected_profile(e, cent, table) enters only through pair gaps S^i − S^k ([P, C])
     # and L_D(b) = A[r_b]·S_b, both affine in e (`L.profile_affine`): no [B, C] profile is formed.
     rb, rr = ranks[pairs.base], ranks[pairs.ref]
     p_gt, p_lt, p_sim = jnp.moveaxis(order_table[rb, rr], -1, 0)
     gap = L.profile_gaps(e, L.profile_affine(cent, table), pairs.base, pairs.ref)
-    l_so = L.stochastic_order_loss(gap, rb, rr, (p_gt, p_lt, p_sim), float(s["margin"]), pairs.valid)
+    l_so = L.stochastic_order_loss(gap, rb, rr, (p_gt, p_lt, p_sim), s["margin"], pairs.valid)
     d_aff = L.profile_affine(cent, d_table)
     e2 = jnp.sum(jnp.square(e), -1)
     l_d = jnp.mean(d_aff.scale[ranks] * e2 + d_aff.bias[ranks] - 2.0 * jnp.sum(e * d_aff.weight[ranks], -1))
-    loss = float(s["w_so"]) * l_so + float(s["w_d"]) * l_d
+    loss = s["w_so"] * l_so + s["w_d"] * l_d
     aux = {"l_so": l_so, "l_d": l_d, "pairs": pairs.valid.sum()}
     if learnable:
       l_c = L.center_loss(e, cent, ranks)
-      loss = loss + float(s["w_center"]) * l_c
+      loss = loss + s["w_center"] * l_c
       aux["l_center"] = l_c
     return loss, aux
 
@@ -185,7 +185,7 @@ def _decode_chunks(fn: Callable[[jax.Array], jax.Array], n: int, chunk: int = 51
 
 
 def _decode_table(s: Mapping[str, Any]) -> jax.Array:
-  return L.gaussian_table(int(s["num_classes"]), float(s["sigma"]))
+  return L.gaussian_table(s["num_classes"], s["sigma"])
 
 
 def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol") -> Callable:
@@ -197,7 +197,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
   refines the labels (spec §2.6) and recomputes the centroids with them (spec §2.1).
   """
   s = sol_settings(config, variant)
-  c, sigma, k, window = int(s["num_classes"]), float(s["sigma"]), int(s["knn"]), int(s["profile_window"])
+  c, sigma, k, window = s["num_classes"], s["sigma"], s["knn"], s["profile_window"]
   table = _decode_table(s)
   embed = make_embed_fn(s)
   fixed = s["relabel_decoder"]
@@ -224,7 +224,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
         choice = jnp.asarray(D.DECODERS.index(fixed), jnp.int32)
       n = labels.shape[0]
       pred = _decode_chunks(lambda rows: D.decode_all(e[rows], new, table, k=k, window=window, query_idx=rows), n)
-      ref = refine_labels(pred[choice], labels, eta=float(s["eta"]), step_rule=s["relabel_step"])
+      ref = refine_labels(pred[choice], labels, eta=s["eta"], step_rule=s["relabel_step"])
       return ({**new, **geometry(e, ref.labels), "labels": ref.labels,
                "flagged": new["flagged"] | ref.flagged, "decoder": choice},
               {"flagged": ref.flagged.sum(), "changed": (ref.labels != labels).sum(), "shift": ref.step})
@@ -243,7 +243,7 @@ def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: n
   """Initial `extra`: centroids from the untrained encoder (the refresh before step 0)."""
   s = sol_settings(config)
   labels = jnp.asarray(labels, jnp.int32)
-  n, c, d = labels.shape[0], int(s["num_classes"]), int(s["embed_dim"])
+  n, c, d = labels.shape[0], s["num_classes"], s["embed_dim"]
   extra = {"centroids": jnp.zeros((c, d), jnp.float32), "labels": labels, "valid": jnp.zeros((c,), bool),
            "flagged": jnp.zeros((n,), jnp.bool_), "embeddings": jnp.zeros((n, d), jnp.float32),
            "t_train": jnp.zeros((n,), jnp.float32), "log_prior": jnp.zeros((c,), jnp.float32),
@@ -264,7 +264,7 @@ def _sol_decode(s: Mapping[str, Any], learnable: bool) -> Callable:
     out = net.apply({"params": params}, x)
     if learnable:
       extra = {**extra, "centroids": out["centroids"]}
-    return D.decode_all(out["embedding"], extra, table, k=int(s["knn"]), window=int(s["profile_window"]))
+    return D.decode_all(out["embedding"], extra, table, k=s["knn"], window=s["profile_window"])
 
   return decode
 

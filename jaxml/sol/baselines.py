@@ -76,9 +76,9 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
   """
   if name not in BASELINES:
     raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
-  c = int(s["num_classes"])
-  net = RankNet(num_classes=c, head=_HEADS[name], backbone=s["backbone"], hidden=tuple(s["hidden"]),
-                embed_dim=int(s["embed_dim"]))
+  c = s["num_classes"]
+  net = RankNet(num_classes=c, head=_HEADS[name], backbone=s["backbone"], hidden=s["hidden"],
+                embed_dim=s["embed_dim"])
   ks = jnp.arange(c - 1)
 
   def init(rng, batch):
@@ -94,7 +94,7 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
     if name == "ce":
       loss = optax.softmax_cross_entropy_with_integer_labels(out["logits"], y).mean()
     elif name == "soft_ce":
-      loss = optax.softmax_cross_entropy(out["logits"], L.gaussian_rows(y, c, float(s["soft_sigma"]))).mean()
+      loss = optax.softmax_cross_entropy(out["logits"], L.gaussian_rows(y, c, s["soft_sigma"])).mean()
     elif name == "l2":
       loss = jnp.mean(jnp.square(out["value"] - y))
     elif name == "l1":
@@ -109,8 +109,8 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
       mu, logvar = out["mu"], out["logvar"]
       ce = optax.softmax_cross_entropy_with_integer_labels(out["logits"], y).mean()
       kl = 0.5 * jnp.mean(jnp.sum(jnp.exp(logvar) + jnp.square(mu) - 1.0 - logvar, -1))
-      ordn = _poe_ordinal(mu, logvar, y, pair_rng, float(s["poe_margin"]))
-      loss = ce + float(s["poe_kl"]) * kl + float(s["poe_weight"]) * ordn
+      ordn = _poe_ordinal(mu, logvar, y, pair_rng, s["poe_margin"])
+      loss = ce + s["poe_kl"] * kl + s["poe_weight"] * ordn
       return loss, {"ce": ce, "kl": kl, "ordinal": ordn}
     return loss, {}
 

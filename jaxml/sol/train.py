@@ -51,7 +51,7 @@ def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: 
   """train_config (dict or ConfigDict): optim (section), steps, batch_size, select_every, and
   optionally log_every, checkpoint_every, steps_per_dispatch (0: automatic) and mesh for core.train."""
   learner = make_learner(name, sol_config)
-  steps, select_every = int(train_config["steps"]), int(train_config["select_every"])
+  steps, select_every = train_config["steps"], train_config["select_every"]
   cfg = core.loop_config(train_config, num_steps=steps, log_every=train_config.get("log_every") or 10 ** 9,
                          eval_every=0 if learner.batch_kind == "pairs" else select_every)
   if cfg.get("mesh") is None:
@@ -59,7 +59,7 @@ def make_trainer(name: str, sol_config: Mapping[str, Any] | None, train_config: 
   method = learner.method
   if learner.batch_kind == "pairs":   # the loss and the decoders read `extra`; fit() passes it (data-dependent)
     method = method._replace(init_extra=_extra_from_fit, eval_fn=_decoder_maes(learner), eval_uses_extra=True)
-  return RankTrainer(learner, core.make_trainer(method, cfg), cfg, steps, int(train_config["batch_size"]), select_every)
+  return RankTrainer(learner, core.make_trainer(method, cfg), cfg, steps, train_config["batch_size"], select_every)
 
 
 def _extra_from_fit(rng: jax.Array, params: Any) -> Any:
@@ -81,9 +81,9 @@ def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
   """The steps (counted from 1) after which labels are refined."""
   if not settings["relabel"]:
     return []
-  every, start = int(settings["refresh_every"]), int(settings["relabel_start"])
+  every, start = settings["refresh_every"], settings["relabel_start"]
   return [s for s in range(every, steps + 1, every)
-          if s >= start and (s - start) % int(settings["relabel_every"]) == 0]
+          if s >= start and (s - start) % settings["relabel_every"] == 0]
 
 
 def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *,
@@ -98,8 +98,8 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
   b = min(trainer.batch_size, len(x_train) // 2)
   if learner.batch_kind == "pairs":
     book = LabelBook(y_train)
-    batches = make_pair_batches(x_train, book, b, seed=seed, tau=int(s["tau"]), pairs_per_class=host_pair_count(s),
-                                block=int(s["refresh_every"]))
+    batches = make_pair_batches(x_train, book, b, seed=seed, tau=s["tau"], pairs_per_class=host_pair_count(s),
+                                block=s["refresh_every"])
     params = learner.method.init(rng, batches(0))
     extra = init_extra(s, params, x_train, y_train, learner.refresh, x_val, y_val)
     x_dev = jnp.asarray(x_train)
@@ -116,7 +116,7 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
           log(f"[{name}] step {step}: relabel flagged {int(stats['flagged'])} changed {int(stats['changed'])}")
       return st.replace(extra=new_extra)
 
-    hooks.append(core.Hook(int(s["refresh_every"]), refresh))
+    hooks.append(core.Hook(s["refresh_every"], refresh))
   else:
     batches = core.epoch_batches({"x": x_train, "y": y_train}, min(2 * b, len(x_train)), seed=seed)
     params = learner.method.init(rng, batches(0))
