@@ -7,16 +7,12 @@ method -> `core.train` (resumable per method and seed) -> rows -> results.json +
 from typing import Any, NamedTuple
 
 import jax
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from experiments import common  # noqa: E402
-from jaxml import classifier, core  # noqa: E402
-from jaxml.data import offline  # noqa: E402
-from jaxml.metrics import calibration  # noqa: E402
+from experiments import common, report
+from jaxml import classifier, core
+from jaxml.data import offline
+from jaxml.metrics import calibration
 
 DATASETS = ("digits",)
 
@@ -41,11 +37,11 @@ def plan(config) -> Plan:
     common.validate_choice(kind, classifier.KINDS, "method")
     models[kind] = {"kind": kind}
   if "mlp" in models:   # the linear model has no hidden layers, so these are read only for the MLP
-    models["mlp"].update(hidden=tuple(config.model.hidden), dropout=float(config.model.dropout))
+    models["mlp"].update(hidden=tuple(config.model.hidden), dropout=config.model.dropout)
   train = core.loop_config(config)
   core.make_optimizer(train["optim"])   # a bad optimizer name fails here, before anything is written
-  return Plan(config.data.name, int(config.seed), float(config.data.test_fraction), int(config.data.batch_size),
-              tuple(int(s) for s in config.seeds), models, train)
+  return Plan(config.data.name, config.seed, config.data.test_fraction, config.data.batch_size,
+              tuple(config.seeds), models, train)
 
 
 def run(config, workdir: str) -> list[dict]:
@@ -66,13 +62,7 @@ def run(config, workdir: str) -> list[dict]:
       cost = {"wall_s": result.wall_s, "steps": p.train["num_steps"], "steps_per_s": result.steps_per_s}
       print(f"[mlp_digits] {kind} seed {seed}: acc {metrics['accuracy']:.4f} nll {metrics['nll']:.4f}", flush=True)
       rows.append(common.row(method=kind, dataset=p.dataset, split=0, seed=seed, metrics=metrics, cost=cost))
-  fig, ax = plt.subplots(figsize=(4, 3))
-  for kind in p.models:
-    accs = [r["metrics"]["accuracy"] for r in rows if r["method"] == kind]
-    ax.bar(kind, np.mean(accs), yerr=np.std(accs))
-  ax.set_ylabel("test accuracy")
-  ax.set_title("sklearn digits")
-  common.save_plot(fig, workdir, "accuracy.png")
+  report.bar_plot(rows, "accuracy", workdir, "accuracy.png", title="test accuracy")
   return rows
 
 

@@ -25,9 +25,8 @@ def make_model(config: Mapping[str, Any]) -> nn.Module:
   if kind not in KINDS:
     raise ValueError(f"unknown classifier kind {kind!r}; expected one of {', '.join(KINDS)}")
   if kind == "linear":
-    return MLP((int(config["num_classes"]),))
-  return MLP(tuple(int(h) for h in config["hidden"]) + (int(config["num_classes"]),),
-             dropout=float(config.get("dropout", 0.0)))
+    return MLP((config["num_classes"],))
+  return MLP(tuple(config["hidden"]) + (config["num_classes"],), dropout=config.get("dropout", 0.0))
 
 
 def make_method(config: Mapping[str, Any]) -> core.Method:
