@@ -44,7 +44,7 @@ from ml_collections import config_flags
 
 from jaxml import core
 
-__all__ = ["define_flags", "run_app", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
+__all__ = ["define_flags", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
            "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
            "track_reads", "config_leaves", "override_keys", "enable_compilation_cache", "cache_dir"]
 
@@ -379,12 +379,6 @@ def _parse_flags(argv: list[str]) -> list[str]:
     _bad_config(e)
 
 
-def run_app(main: Callable[[list[str]], None]) -> None:
-  """`app.run(main)` with clear errors for unknown config keys and bad flags."""
-  from absl import app
-  app.run(main, flags_parser=_parse_flags)
-
-
 def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
              validate: Callable[[Any], None] | None = None, plan: Callable[[Any], Any] | None = None) -> None:
   """The whole entry point of an experiment: define the flags, parse them, launch `run`.
@@ -392,5 +386,8 @@ def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str
   Call it under `if __name__ == "__main__":` only, so importing an experiment module (e.g. a
   benchmark reusing its model) defines no required flags.
   """
+  from absl import app
   define_flags()
-  run_app(lambda argv: launch(run, experiment=experiment, validate=validate, plan=plan, argv=argv))
+  # _parse_flags: one clear line for an unknown config key or a bad flag
+  app.run(lambda argv: launch(run, experiment=experiment, validate=validate, plan=plan, argv=argv),
+          flags_parser=_parse_flags)

@@ -257,8 +257,7 @@ def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], set
       vals = []
       for c in scells:
         o, mi = _finite(_values(rows, m, c, metric)), _finite(_values(rows, m, c, second))
-        txt = "–" if not o else f"{100 * np.mean(o):.1f} ± {100 * np.std(o):.1f}" + (
-            f" / {100 * np.mean(mi):.1f}" if mi else "")
+        txt = "–" if not o else fmt_mean_std(o, 1, scale=100.0) + (f" / {100 * np.mean(mi):.1f}" if mi else "")
         vals.append(f"**{txt}**" if m == ours and o else txt)
       if any(v != "–" for v in vals):
         lines.append(f"| {m} | " + " | ".join(vals) + " |")
