@@ -79,12 +79,12 @@ def main() -> None:
 
   sol_l = sol.make_learner("sol", settings)
   s = sol_l.settings
-  pair_batches = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]),
+  pair_batches = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=s["tau"],
                                        pairs_per_class=sol.host_pair_count(s), block=args.refresh_every)
   ce_batches = core.epoch_batches({"x": x, "y": y}, 2 * b, seed=0)
   host_steps = 4 * args.refresh_every
   sol_host, sol_list = _cpu_ms(lambda: [pair_batches(i) for i in range(host_steps)], n=host_steps)
-  plain_pairs = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=int(s["tau"]), block=args.refresh_every)
+  plain_pairs = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=s["tau"], block=args.refresh_every)
   in_step_host, in_step = _cpu_ms(lambda: [plain_pairs(i) for i in range(host_steps)], n=host_steps)
   ce_host, ce_list = _cpu_ms(lambda: [ce_batches(i) for i in range(host_steps)], n=host_steps)
   params = sol_l.method.init(jax.random.key(0), sol_list[0])
