@@ -159,32 +159,26 @@ def rows_for(config, trainer, fitted, d, spec, method, name, y_noisy, corruption
 def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, str]:
   """Per dataset: MAE mean ± std per method, best baseline (non-SOL family), whether `target` is at
   or below it, and the paired two-sided Wilcoxon p over partitions."""
-  out, lines = {}, [f"### {spec}: test MAE (mean ± std over partitions)", ""]
-  datasets = sorted({r["dataset"].rsplit("/", 1)[0] for r in rows if r["dataset"].endswith("/" + spec)})
+  here = sorted((dict(r, dataset=r["dataset"].rpartition("/")[0]) for r in rows
+                 if r["dataset"].rpartition("/")[2] == spec), key=lambda r: r["dataset"])
   methods = sorted({r["method"] for r in rows}, key=lambda m: (m.split("[")[0] not in sol.SOL_FAMILY, m))
-  table = {(ds, m): {} for ds in datasets for m in methods}
-  for r in rows:
-    ds, _, s = r["dataset"].rpartition("/")
-    if s == spec:
-      table[(ds, r["method"])][r["split"]] = r["metrics"]["mae"]
-  lines.append(report.markdown_table(["method", *datasets], [
-      [m] + [report.fmt_mean_std(table[(ds, m)].values(), 3) for ds in datasets] for m in methods]))
-  wins = 0
-  for ds in datasets:
-    base = [m for m in methods if m in sol.BASELINES and table[(ds, m)]]
-    if not table.get((ds, target)) or not base:   # a run without the target (e.g. baselines only)
+  means = report.frame(here).groupby(["dataset", "method"])["mae"].mean()
+  out, lines = {}, [f"### {spec}: test MAE (mean ± std over partitions)", "",
+                    report.pivot_table(here, "mae", digits=3, methods=methods)]
+  for ds in dict.fromkeys(r["dataset"] for r in here):
+    base = [m for m in methods if m in sol.BASELINES and (ds, m) in means]
+    if (ds, target) not in means or not base:   # a run without the target (e.g. baselines only)
       continue
-    best = min(base, key=lambda m: np.mean(list(table[(ds, m)].values())))
-    splits = sorted(set(table[(ds, target)]) & set(table[(ds, best)]))
-    a, b = [table[(ds, target)][s] for s in splits], [table[(ds, best)][s] for s in splits]
-    ok = np.mean(a) <= np.mean(b)
-    wins += ok
+    best = min(base, key=lambda m: means[ds, m])
+    a, b = report.paired(here, target, best, "mae", dataset=ds)   # matched on (split, seed)
+    ok = bool(np.mean(a) <= np.mean(b))
     out[ds] = {"best_baseline": best, "target_mae": float(np.mean(a)), "best_mae": float(np.mean(b)),
-               "at_or_below": bool(ok), "wilcoxon_p": ranking.wilcoxon_paired(a, b), "pairs": len(splits)}
+               "at_or_below": ok, "wilcoxon_p": ranking.wilcoxon_paired(a, b), "pairs": len(a)}
     lines.append(f"- {ds}: {target} {np.mean(a):.3f} vs best baseline {best} {np.mean(b):.3f}; "
-                 f"at or below: {ok}; Wilcoxon p = {out[ds]['wilcoxon_p']:.3g} ({len(splits)} pairs)")
+                 f"at or below: {ok}; Wilcoxon p = {out[ds]['wilcoxon_p']:.3g} ({len(a)} pairs)")
+  wins = sum(v["at_or_below"] for v in out.values())
   lines.append(f"- {target} at or below the best baseline on {wins}/{len(out)} datasets")
-  return {"setting": spec, "target": target, "datasets": out, "wins": int(wins)}, "\n".join(lines) + "\n"
+  return {"setting": spec, "target": target, "datasets": out, "wins": wins}, "\n".join(lines) + "\n"
 
 
 def run(config, workdir: str) -> list[dict]:
