@@ -56,7 +56,7 @@ def load_domain(name: str, d: Mapping[str, Any], *, digits_as_images: bool = Fal
 
 
 def make_batches(data: dict, batch_size: int, seed: int) -> Callable[[int], dict]:
-  """`batch_at(step)` of training rows (data.core.epoch_batches); digits add uniform dequantization noise
+  """`batch_at(step)` of training rows (core.epoch_batches); digits add uniform dequantization noise
   of width data['dequantize'], drawn from (seed, step) so a resumed run sees the same batches."""
   base = core.epoch_batches({"x": data["train"]}, batch_size, seed=seed)
   width = data.get("dequantize", 0.0)
