@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxml import core
-from jaxml.unlearning import api, losses
+from jaxml.unlearning import api, losses, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
 from jaxml.unlearning.transform import make_transform
@@ -32,7 +32,7 @@ def test_unlearned_model_predicts_like_original_before_training():
   model = model_lib.MLPClassifier(4, (16, 8))
   x = jax.random.normal(jax.random.key(0), (8, 5))
   mparams = model.init(jax.random.key(1), x)["params"]
-  stats = api.class_statistics(np.array([0, 1, 2, 3]), 4, (1,), 1.0)
+  stats = targets.class_statistics(np.array([0, 1, 2, 3]), 4, (1,), 1.0)
   method = api.make_method({"transform": "residual", "hidden": (8,)}, model, mparams, stats)
   params = method.init(jax.random.key(2), {"zf": jnp.zeros((1, 8))})
   logits, _ = api.make_predict_fn({"transform": "residual", "hidden": (8,)}, model)(params, x)
@@ -100,7 +100,7 @@ def test_frozen_model_and_stats_bit_identical_after_training():
   x = jax.random.normal(jax.random.key(0), (8, 5))
   mparams = model.init(jax.random.key(1), x)["params"]
   cfg = {"transform": "residual", "hidden": (8,), "beta": 0.5, "lr": 1e-2}
-  params = api.init_params(cfg, jax.random.key(2), mparams, 8, api.class_statistics(np.array([0, 1, 2]), 3, (), 1.0))
+  params = api.init_params(cfg, jax.random.key(2), mparams, 8, targets.class_statistics(np.array([0, 1, 2]), 3, (), 1.0))
   loss_fn = api.make_loss_fn(cfg, model)
   z = np.asarray(model_lib.encode(model, mparams, x))
   batch = {"zr": z, "yr": np.zeros(8, np.int32), "zf": z[::-1].copy(), "wf": np.ones(8, np.float32), "zref": z}

@@ -6,7 +6,7 @@ import pytest
 
 from jaxml import core
 from jaxml.metrics import mia
-from jaxml.unlearning import api, baselines
+from jaxml.unlearning import api, baselines, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
 from tests.unlearning.helpers import MODEL, TRAIN, trained_original
@@ -109,7 +109,7 @@ def test_zero_shot_never_reads_retained_inputs(trained):
 
 def test_extensions_rescaled_prototypes_and_label_term(trained):
   task, params = trained
-  stats = api.class_statistics(task.y_train, 3, (1,), 7.0)
+  stats = targets.class_statistics(task.y_train, 3, (1,), 7.0)
   np.testing.assert_allclose(stats["pi_retain"], [0.5, 0.0, 0.5])
   p = api.init_params({"prototypes": "rescaled"}, jax.random.key(0), params, 8, stats)
   w = np.asarray(api._prototypes(api._cfg({"prototypes": "rescaled"}), p))
@@ -125,7 +125,7 @@ def test_extensions_rescaled_prototypes_and_label_term(trained):
 
 def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained):
   task, params = trained
-  stats = api.class_statistics(task.y_train, 3, (1,), 5.0)
+  stats = targets.class_statistics(task.y_train, 3, (1,), 5.0)
   cfg = {"zero_shot": True, "transform": "linear", "identity_weight": 2.0}
   p = api.init_params(cfg, jax.random.key(0), params, 8, stats)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train[:64]))
