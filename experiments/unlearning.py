@@ -26,8 +26,7 @@ from jaxml.unlearning.task import UnlearningTask  # noqa: E402
 
 DATASETS = ("digits", "mnist1d", "cifar10")
 METHODS = tuple(m for m in runner.METHODS if m not in ("retrain", "original"))
-# Methods tuned on the validation split even when `tune` is off (their row is defined by it).
-VALIDATION_TUNED = ("ru_val",)
+VALIDATION_TUNED = ("ru_val",)   # tuned on the validation split even when `tune` is off (their row is defined so)
 HOLDOUT_SEED = 7   # of the stratified holdout of training rows that serves as the validation test rows
 # Every finished forget split's rows, rewritten after each (results.json holds them once the run returns).
 PARTIAL_ROWS = "rows.partial.json"
