@@ -113,3 +113,25 @@ def test_frozen_model_and_stats_bit_identical_after_training():
   chex.assert_trees_all_equal(res.state.params["model"], mparams)
   chex.assert_trees_all_equal(res.state.params["stats"], params["stats"])
   assert not np.allclose(np.asarray(res.state.params["transform"]["out"]["kernel"]), 0.0)
+
+
+def _random_params(params, seed):
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  return jax.tree.unflatten(tree, [jax.random.normal(k, leaf.shape) for k, leaf in zip(keys, leaves)])
+
+
+@pytest.mark.parametrize("kind", ["linear", "residual", "mlp"])
+def test_transforms_compute_their_documented_formula(kind):
+  # Non-identity parameters, checked against numpy: linear z A + c; residual z + relu(z V + a) U + b;
+  # mlp relu(z V + a) U + b (the reference's plain MLP, no skip).
+  z = np.asarray(jax.random.normal(jax.random.key(0), (6, 5)))
+  t = make_transform(kind, (7,))
+  p = _random_params(t.init(jax.random.key(1), jnp.asarray(z))["params"], seed=2)
+  got = np.asarray(t.apply({"params": p}, jnp.asarray(z)))
+  if kind == "linear":
+    want = z @ np.asarray(p["kernel"]) + np.asarray(p["bias"])
+  else:
+    hidden = np.maximum(z @ np.asarray(p["Dense_0"]["kernel"]) + np.asarray(p["Dense_0"]["bias"]), 0.0)
+    want = hidden @ np.asarray(p["out"]["kernel"]) + np.asarray(p["out"]["bias"]) + (z if kind == "residual" else 0.0)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
