@@ -22,7 +22,7 @@ import numpy as np
 from jaxml import core
 from jaxml.data import offline
 from jaxml.data import unlearning_splits as splits
-from jaxml.unlearning import api, baselines
+from jaxml.unlearning import api, baselines, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
 from jaxml.unlearning.task import UnlearningTask
@@ -76,11 +76,11 @@ def main() -> None:
       t_ru = statistics.median(ru().wall_s for _ in range(args.repeats))
       # FLOPs: one compiled step of each, times the number of steps (+ one encoder pass for RU).
       x, y = task.x_train[:128], task.y_train[:128].astype(np.int32)
-      f_rt = step_flops(baselines._ce_retain_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
+      f_rt = step_flops(baselines.retain_ce_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
                         orig.params,
                         {"xr": x, "yr": y, "ir": np.zeros(128, np.int32)})
       z = np.asarray(model_lib.encode(model, orig.params, x))
-      stats = api.class_statistics(task.y_train, 10, task.forget_classes, 1.0)
+      stats = targets.class_statistics(task.y_train, 10, task.forget_classes, 1.0)
       ru_batch = {"zr": z, "yr": y, "zf": z, "wf": np.ones(128, np.float32), "zref": z}
       f_ru = step_flops(api.make_loss_fn(RU, model), api.make_optimizer(RU),
                         api.init_params(RU, jax.random.key(0), orig.params, z.shape[-1], stats),

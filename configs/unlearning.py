@@ -28,7 +28,7 @@ forget_acc_sweep.png), paper (CIFAR-10 + ResNet via TFDS; accelerator scale).
 """
 
 from configs import common
-from jaxml.unlearning.defaults import ANCHOR_DEFAULTS
+from jaxml.unlearning.defaults import ANCHOR_DEFAULTS, GRIDS
 
 PRESETS = ("smoke", "small", "paper_cpu", "paper")
 
@@ -152,33 +152,13 @@ def get_config(arg=None):
     for name in ("finetune", "neggrad_plus", "random_labels", "l1_sparse", "salun", "bad_teacher"):
       config.baselines[name]["epochs"] = 1.0
     config.baselines.scrub.update(max_epochs=1, min_epochs=1)
-  # Validation grids (one hyper-parameter per method), selection by Avg. Gap to Retrain unless a grid
-  # names its `score` (evaluate.SCORES; "bar": the forgetting bar, forget accuracy to Retrain's and retain /
-  # retained-class test accuracy to the original model's). `tune` tunes every method with a grid;
-  # ru_val is always tuned (per forgotten class in a class sweep).
+  # Validation grids (one setting per method, `jaxml.unlearning.defaults.GRIDS`), selection by Avg. Gap to
+  # Retrain unless a grid names its `score` (evaluate.SCORES; "bar": the forgetting bar, forget accuracy to
+  # Retrain's and retain / retained-class test accuracy to the original model's). `tune` tunes every method
+  # with a grid; ru_val is always tuned (per forgotten class in a class sweep).
   config.tune = small          # paper_cpu: fixed settings, nothing tuned but ru_val
-  config.grids = dict(
-      ru=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),        # the reference grid
-      ru_val=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0), score="bar"),
-      ru_zs=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
-      ru_uniform=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
-      ru_zs_uniform=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
-      finetune=dict(param="lr", values=(1e-3, 1e-2)),
-      grad_ascent=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      neggrad_plus=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      random_labels=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      l1_sparse=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      salun=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      scrub=dict(param="lr", values=(1e-4, 5e-4, 2e-3)),
-      boundary_shrink=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      bad_teacher=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      head_only=dict(param="beta", values=(1e-4, 1e-3, 1e-2, 0.1, 1.0)),
-      emmn=dict(param="impair_lr", values=(1e-3, 1e-2, 1e-1)),
-      jit=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-      sisa=dict(param="lr", values=(1e-3, 3e-3)),
-      unsir=dict(param="impair_lr", values=(1e-3, 1e-2, 5e-2)),
-      gkt=dict(param="lr", values=(1e-4, 1e-3, 1e-2)),
-  )
+  config.grids = {m: dict(param=param, values=values) for m, (param, values) in GRIDS.items()}
+  config.grids["ru_val"]["score"] = "bar"
   config.representation_checks = True
   # Rows per compiled evaluation pass (inputs zero-padded to a multiple); smaller saves padded work on
   # tiny inputs (tests) but is another compiled shape, so metrics can move at the float level.

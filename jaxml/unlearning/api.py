@@ -19,12 +19,13 @@ import optax
 from jaxml import core
 from jaxml.unlearning import losses
 from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.fitting import CHUNK, FitOutput, cached_encoder, fit_params
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
+from jaxml.unlearning.targets import class_statistics, target_info, uniform_target
 from jaxml.unlearning.transform import make_transform
 
-__all__ = ["DEFAULTS", "FROZEN", "TARGETS", "uniform_target", "head_probs", "make_method", "make_loss_fn", "make_eval_fn", "make_optimizer",
-           "class_statistics", "init_params", "unlearn", "UnlearnOutput", "batched_apply", "batch_values",
-           "step_structure", "make_predict_fn", "FitOutput", "fit_params", "target_info"]
+__all__ = ["DEFAULTS", "FROZEN", "TARGETS", "UnlearnOutput", "batch_values", "init_params", "make_eval_fn",
+           "make_loss_fn", "make_method", "make_optimizer", "make_predict_fn", "step_structure", "unlearn"]
 
 # Reference-code defaults with the CPU adaptations of the spec (step floor, batch 128).
 DEFAULTS: dict[str, Any] = dict(
@@ -55,56 +56,15 @@ TARGETS = ("mean", "uniform")
 
 
 def _cfg(config: Mapping[str, Any] | None) -> dict[str, Any]:
+  """The settings over `DEFAULTS`, each cast once to its default's type (unknown keys are errors)."""
   given = dict(config or {})
   core.reject_unknown(given, sorted(DEFAULTS), "unlearning")
-  out = dict(DEFAULTS)
-  out.update(given)
+  out = DEFAULTS | {k: type(DEFAULTS[k])(v) for k, v in given.items()}
   if out["target"] not in TARGETS:
     raise ValueError(f"unknown target {out['target']!r}; expected one of {TARGETS}")
-  if out["zero_shot"] and float(out["label_weight"]):
+  if out["zero_shot"] and out["label_weight"]:
     raise ValueError("label_weight needs retained labels; the zero-shot regime has none (set it to 0)")
   return out
-
-
-def head_probs(model: nn.Module, model_params: Any, z: np.ndarray) -> np.ndarray:
-  """softmax(h(z)) of the frozen head at one point z [D] -> [C] (numpy)."""
-  logits = model_lib.head_logits(model, model_params, jnp.asarray(z, jnp.float32)[None])
-  return np.asarray(jax.nn.softmax(logits[0]))
-
-
-def uniform_target(kernel: np.ndarray, bias: np.ndarray, mean: np.ndarray, forget_classes: Sequence[int],
-                   margin: float) -> np.ndarray:
-  """The point nearest `mean` whose head logits are equal on the retained classes and `margin`
-  lower on the forgotten ones (all equal without forgotten classes: h(z*) uniform, KL(h(z*) || U) = 0).
-
-  The head is affine, logits = z K + b (K [D, C]), so the set {z : P (K^T z + b + margin 1_F) = 0}
-  (P centres over classes) is an affine subspace and its nearest point to the mean is
-  z* = mean - pinv(P K^T) P (K^T mean + b + margin 1_F): the exact minimiser of the distance among
-  the points where the head's output is the target distribution (the closed form of running
-  gradient steps on KL(h(z) || q) from the mean with a proximity term).
-  """
-  k = np.asarray(kernel, np.float64)
-  c = k.shape[1]
-  gap = np.zeros(c)
-  gap[list(forget_classes)] = float(margin)
-  centre = np.eye(c) - 1.0 / c
-  a = centre @ k.T                                                   # [C, D]
-  resid = centre @ (k.T @ np.asarray(mean, np.float64) + np.asarray(bias, np.float64) + gap)
-  return (np.asarray(mean, np.float64) - np.linalg.pinv(a) @ resid).astype(np.float32)
-
-
-def class_statistics(y_train: np.ndarray, num_classes: int, forget_classes: Sequence[int],
-                     feature_norm: float) -> dict[str, np.ndarray]:
-  """Class priors pi_c = N_c / N, retained priors pi^R (0 on forgotten classes) and the mean
-  training-feature norm: what a deployment would store at training time."""
-  counts = np.bincount(np.asarray(y_train), minlength=num_classes).astype(np.float32)
-  pi = counts / counts.sum()
-  keep = np.ones(num_classes, bool)
-  keep[list(forget_classes)] = False
-  pi_r = np.where(keep, counts, 0.0)
-  pi_r = pi_r / max(pi_r.sum(), 1.0)
-  return {"pi": pi.astype(np.float32), "pi_retain": pi_r.astype(np.float32),
-          "feature_norm": np.asarray(feature_norm, np.float32)}
 
 
 def _prototypes(cfg: Mapping[str, Any], params: Any) -> jax.Array:
@@ -121,8 +81,8 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
   """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard or zero-shot objective.
 
   Standard batch: zr [B, D], yr [B], zf [B, D], wf [B], zref [B, D]. Zero-shot batch: zf, wf.
-  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight`, `hp_identity_weight` (`batch_values`),
-  so the compiled step depends only on `step_structure(config)`.
+  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight`, `hp_identity_weight`
+  (`batch_values`), so the compiled step depends only on `step_structure(config)`.
   """
   cfg = _cfg(config)
   transform = make_transform(cfg["transform"], cfg["hidden"])
@@ -131,7 +91,7 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
   def loss_fn(params, batch, rng, extra=None):
     del extra
     t_fn = lambda z: transform.apply({"params": params["transform"]}, z)  # noqa: E731
-    kw = dict(beta=value(batch, "beta"), num_samples=int(cfg["num_samples"]),
+    kw = dict(beta=value(batch, "beta"), num_samples=cfg["num_samples"],
               noise_scale=value(batch, "noise_scale") if noisy else 0.0)
     stats = jax.lax.stop_gradient(params["stats"])
     if cfg["zero_shot"]:
@@ -163,7 +123,7 @@ def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable
 def batch_values(config: Mapping[str, Any] | None) -> dict[str, float]:
   """The float settings the loss reads from the batch (see `make_loss_fn`)."""
   cfg = _cfg(config)
-  return {k: float(cfg[k]) for k in ("beta", "noise_scale", "label_weight", "identity_weight")}
+  return {k: cfg[k] for k in ("beta", "noise_scale", "label_weight", "identity_weight")}
 
 
 def step_structure(config: Mapping[str, Any] | None) -> tuple:
@@ -202,7 +162,7 @@ def make_method(config: Mapping[str, Any] | None, model: nn.Module, model_params
   the encoder, head and stats are frozen (`Method.frozen`). Batches carry `batch_values(config)`."""
 
   def init(rng, example_batch):
-    return init_params(config, rng, model_params, int(example_batch["zf"].shape[-1]), stats)
+    return init_params(config, rng, model_params, example_batch["zf"].shape[-1], stats)
 
   return core.Method(init, make_loss_fn(config, model), make_eval_fn(config, model), frozen=FROZEN)
 
@@ -211,96 +171,8 @@ def make_optimizer(config: Mapping[str, Any] | None) -> optax.GradientTransforma
   """Adam on T (learning rate injected as an array); encoder, head and stats frozen (exactly zero
   updates) via `core.freeze` — what `core.train` builds for `make_method` with optim={adam, lr}."""
   cfg = _cfg(config)
-  adam = core.make_optimizer({"name": "adam", "lr": float(cfg["lr"])}, inject_lr=True)
+  adam = core.make_optimizer({"name": "adam", "lr": cfg["lr"]}, inject_lr=True)
   return core.freeze(adam, list(FROZEN))
-
-
-class FitOutput(NamedTuple):
-  """params: trained; wall_s: whole run incl. compile; steady_s: estimated run time without the
-  first (compiling) step; num_steps; final_loss: mean loss of the last log window."""
-
-  params: Any
-  wall_s: float
-  steady_s: float
-  num_steps: int
-  final_loss: float
-
-
-def _no_init(rng: jax.Array, batch: Any) -> Any:
-  raise ValueError("unlearning runs start from given parameters (core.train(init_params=...))")
-
-
-def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable[[int], dict], *, num_steps: int,
-               seed: int, lr: float, train_config: Mapping[str, Any] | None = None, extra: Any = None,
-               frozen: tuple[str, ...] = (), cache: MutableMapping[Hashable, Any] | None = None,
-               name: str = "unlearn", progress: bool = False, mesh: Any = None) -> FitOutput:
-  """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
-
-  `train_config` supplies `optim` (default Adam), `log_every`, `checkpoint_every` (used only with a
-  workdir, which these in-memory runs do not have), `steps_per_dispatch`, `mesh` and `unroll` (`core.train`'s
-  option: the steps of a dispatch written out instead of scanned); `lr` is injected as an array. The `core.Trainer` is kept in `cache` under `key` (which must name everything the loss
-  closure reads, see `sampling.structure`), so runs differing in arrays compile once.
-  """
-  tc = dict(train_config or {})
-  unroll = bool(tc.get("unroll", False))
-  cfg = {"optim": dict(tc.get("optim") or {"name": "adam"}), "num_steps": int(num_steps),
-         "log_every": int(tc.get("log_every", 1000) or 1000), "mesh": tc.get("mesh"),
-         "checkpoint_every": int(tc.get("checkpoint_every", 0) or 0),
-         "steps_per_dispatch": int(tc.get("steps_per_dispatch", 0) or 0), "unroll": unroll}
-  if num_steps <= 0:
-    return FitOutput(params, 0.0, 0.0, 0, float("nan"))
-  schedule_key = () if cfg["optim"].get("schedule", "constant") == "constant" else (num_steps,)
-  full_key = (key, structure(cfg["optim"]), frozen, unroll) + schedule_key
-  if cache is not None and full_key in cache:
-    trainer = cache[full_key]
-  else:
-    method = core.Method(_no_init, loss_fn, init_extra=lambda rng, p: None, frozen=frozen)
-    trainer = core.make_trainer(method, cfg)
-    if cache is not None:
-      cache[full_key] = trainer
-  marks: dict[str, float] = {}
-
-  def mark(step: int, st: core.TrainState) -> None:
-    if step == 1:
-      jax.block_until_ready(st.params)
-      marks["first"] = time.perf_counter()
-
-  t0 = time.perf_counter()
-  res = core.train(trainer, batch_fn, cfg, seed=seed, init_params=params, extra=extra, lr=float(lr),
-                   hooks=[core.Hook(1, mark)], name=name, progress=progress, mesh=mesh)
-  jax.block_until_ready(res.params)
-  t_end = time.perf_counter()
-  wall = t_end - t0
-  steady = (t_end - marks["first"]) * num_steps / (num_steps - 1) if num_steps > 1 else wall
-  return FitOutput(res.params, wall, steady, num_steps, res.train_metrics.get("loss", float("nan")))
-
-
-def batched_apply(fn: Callable[[jax.Array], Any], x: np.ndarray, chunk: int = 1024) -> Any:
-  """Applies a jitted `fn` to row chunks of x, the last one zero-padded to `chunk` rows (one
-  compiled shape, also for inputs shorter than a chunk: `unlearn`'s warm-up call on one row compiles
-  the shape its timed calls use), and concatenates the (numpy) results."""
-  n = x.shape[0]
-  outs = []
-  for i in range(0, n, chunk):
-    part = x[i:i + chunk]
-    pad = chunk - part.shape[0]
-    if pad:
-      part = np.concatenate([part, np.zeros((pad,) + part.shape[1:], part.dtype)])
-    outs.append(jax.tree.map(lambda a, k=chunk - pad: a[:k], jax.device_get(fn(jnp.asarray(part)))))
-  return jax.tree.map(lambda *a: np.concatenate(a, axis=0), *outs)
-
-
-def cached_encoder(model: nn.Module, model_params: Any,
-                   cache: MutableMapping[Hashable, Any] | None = None) -> Callable[[jax.Array], jax.Array]:
-  """x -> g(x) with the parameters as a jit argument, so the compiled encoder is shared across seeds."""
-  key = ("encode", model)
-  if cache is not None and key in cache:
-    enc = cache[key]
-  else:
-    enc = jax.jit(lambda p, x: model_lib.encode(model, p, x))
-    if cache is not None:
-      cache[key] = enc
-  return lambda x: enc(model_params, x)
 
 
 def make_predict_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
@@ -322,22 +194,62 @@ class UnlearnOutput(NamedTuple):
   encode_s: float           # time to cache features
   wall_s: float             # encoder warm-up + encode + fit (incl. compile)
   steady_s: float           # encode + fit without warm-up and the compiling first step
-  target_info: dict         # where the forget target sits for the frozen head (see `target_info`)
+  target_info: dict         # where the forget target sits for the frozen head (`targets.target_info`)
 
 
-def target_info(model: nn.Module, model_params: Any, mean: np.ndarray, target: np.ndarray,
-                forget_classes: Sequence[int]) -> dict[str, float]:
-  """The collision check: argmax / max-probability of h at the mean representation and at the
-  forget target actually used, and whether the head's class there is a forgotten one (nan when no
-  class is forgotten). With target == mean (the reference) the two coincide."""
-  out = {}
-  for name, z in (("mean", mean), ("target", target)):
-    p = head_probs(model, model_params, z)
-    out[f"{name}_argmax"] = float(np.argmax(p))
-    out[f"{name}_pmax"] = float(np.max(p))
-    out[f"{name}_collides"] = float(int(np.argmax(p)) in set(forget_classes)) if forget_classes else float("nan")
-  out["target_shift"] = float(np.linalg.norm(np.asarray(target) - np.asarray(mean)))
-  return out
+def _features(cfg: Mapping[str, Any], enc: Callable, model: nn.Module, model_params: Any, x_train: np.ndarray,
+              forget_idx: np.ndarray, feature_norm: float | None) -> tuple[np.ndarray, int, float]:
+  """(z, D, mean feature norm). Standard: z of every training row. Zero-shot: z of the forget rows
+  only, D from shapes alone, and the norm (for the rescaled prototypes) from the forget rows unless a
+  deployment stored it at training time (`feature_norm`)."""
+  if not cfg["zero_shot"]:
+    z = core.batched_apply(enc, x_train, CHUNK)
+    return z, z.shape[-1], float(np.mean(np.linalg.norm(z, axis=-1)))
+  z = core.batched_apply(enc, x_train[forget_idx], CHUNK) if forget_idx.size else np.zeros((0, 1), np.float32)
+  # Shape only (eval_shape reads no values): the zero-shot path never touches retained inputs.
+  dim = jax.eval_shape(lambda x: model_lib.encode(model, model_params, x),
+                       jax.ShapeDtypeStruct((1,) + x_train.shape[1:], jnp.float32)).shape[-1]
+  if feature_norm is None:
+    feature_norm = float(np.mean(np.linalg.norm(z, axis=-1))) if forget_idx.size else 1.0
+  return z, dim, feature_norm
+
+
+def _forget_target(cfg: Mapping[str, Any], model_params: Any, stats: dict, mean: np.ndarray,
+                   forget_classes: Sequence[int]) -> tuple[np.ndarray, dict, np.ndarray]:
+  """(target, stats, shift = target - mean). The reference target is `mean`; `target="uniform"` moves
+  it to the nearest point where the head is uniform over the retained classes. Standard: L_f's
+  minimiser is the reference batch mean, so shifting the batch moves it. Zero-shot: L_f^zs's minimiser
+  is sum_c pi_c (w_c + s) = mean + s, so `stats["target_shift"]` moves its prototypes."""
+  target = mean
+  if cfg["target"] == "uniform":
+    head = model_params["head"]
+    target = uniform_target(head["kernel"], head["bias"], mean, forget_classes, cfg["target_margin"])
+  shift = (target - mean).astype(np.float32)
+  return target, (stats | {"target_shift": shift} if cfg["zero_shot"] else stats), shift
+
+
+def _batches(cfg: Mapping[str, Any], z: np.ndarray, dim: int, y_train: np.ndarray, retain_idx: np.ndarray,
+             forget_idx: np.ndarray, shift: np.ndarray, seed: int) -> Callable[[int], dict]:
+  """Zero-shot: {zf, wf} from the forget features z. Standard: {zr, yr, zf, wf, zref} from the features of
+  every row, the reference rows (D_r and D_f) shifted to the target."""
+  bsz = cfg["batch_size"]
+  if cfg["zero_shot"]:
+    f_local = index_stream(np.arange(forget_idx.size), bsz, seed, 1)
+
+    def zero_shot_batch(step):
+      rows, w = f_local(step)
+      zf = z[rows] if forget_idx.size else np.zeros((bsz, dim), np.float32)
+      return {"zf": zf.astype(np.float32), "wf": w}
+
+    return zero_shot_batch
+  f_rows, r_rows = index_stream(forget_idx, bsz, seed, 1), index_stream(retain_idx, bsz, seed, 2)
+  all_rows = index_stream(np.concatenate([retain_idx, forget_idx]), bsz, seed, 3)
+
+  def batch(step):
+    (rr, _), (rf, wf), (ra, _) = r_rows(step), f_rows(step), all_rows(step)
+    return {"zr": z[rr], "yr": y_train[rr], "zf": z[rf], "wf": wf, "zref": z[ra] + shift}
+
+  return batch
 
 
 def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: Any, x_train: np.ndarray,
@@ -346,89 +258,38 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
             cache: MutableMapping[Hashable, Any] | None = None, mesh: Any = None,
             feature_norm: float | None = None, progress: bool = False,
             train_config: Mapping[str, Any] | None = None) -> UnlearnOutput:
-  """Runs Representation Unlearning (standard or zero-shot per `config`) through `core.fit`.
+  """Runs Representation Unlearning (standard or zero-shot per `config`) through `core.train`.
 
-  The zero-shot path reads only the forget rows of `x_train` and the class counts of
-  `y_train` (statistics a deployment stores at training time), never retained inputs.
-  Steps = max(min_steps, ceil(epochs |D_f| / B)). `train_config`: optim / log_every / mesh for
-  `core.train` (the learning rate is `config['lr']`).
+  The zero-shot path reads only the forget rows of `x_train` and the class counts of `y_train`
+  (statistics a deployment stores at training time), never retained inputs.
+  Steps = max(min_steps, ceil(epochs |D_f| / B)). `train_config`: the loop keys of `core.loop_config`
+  (the learning rate is `config['lr']`; T trains on cached z, so it keeps the rolled multi-step loop).
   """
   cfg = _cfg(config)
-  bsz = int(cfg["batch_size"])
   retain_idx, forget_idx = np.asarray(retain_idx, np.int64), np.asarray(forget_idx, np.int64)
   enc = cached_encoder(model, model_params, cache)
-  # Warm-up on one (padded) chunk: compiles the encoder if this process has not yet; counted in
-  # wall_s but not in steady_s.
+  # Warm-up on one (padded) chunk: compiles the encoder if this process has not yet (in wall_s, not steady_s).
   t_warm = time.perf_counter()
   rows_for_shape = forget_idx[:1] if cfg["zero_shot"] else np.arange(1)
   if rows_for_shape.size:
-    batched_apply(enc, x_train[rows_for_shape])
+    core.batched_apply(enc, x_train[rows_for_shape], CHUNK)
   warm_s = time.perf_counter() - t_warm
   t0 = time.perf_counter()
-  if cfg["zero_shot"]:
-    z_f = batched_apply(enc, x_train[forget_idx]) if forget_idx.size else np.zeros((0, 1), np.float32)
-    f_pos = np.arange(forget_idx.size)
-    # Shape only (eval_shape reads no values): the zero-shot path never touches retained inputs.
-    feature_dim = int(jax.eval_shape(lambda x: model_lib.encode(model, model_params, x),
-                                     jax.ShapeDtypeStruct((1,) + x_train.shape[1:], jnp.float32)).shape[-1])
-    # The rescaled-prototype extension needs the typical feature norm; a deployment would store
-    # it at training time like the class counts. Without it we use the forget rows' mean norm.
-    if feature_norm is None:
-      feature_norm = float(np.mean(np.linalg.norm(z_f, axis=-1))) if forget_idx.size else 1.0
-  else:
-    z_all = batched_apply(enc, x_train)
-    feature_dim = int(z_all.shape[-1])
-    feature_norm = float(np.mean(np.linalg.norm(z_all, axis=-1)))
+  z, dim, feature_norm = _features(cfg, enc, model, model_params, x_train, forget_idx, feature_norm)
   stats = class_statistics(y_train, num_classes, forget_classes, feature_norm)
-  if cfg["zero_shot"]:
-    # Zero-shot target: the prior mixture of the (used) prototypes, sum_c pi_c w_c.
-    protos = np.asarray(_prototypes(cfg, {"model": model_params, "stats": stats}))
-    mean = target = stats["pi"] @ protos
-    if cfg["target"] == "uniform":
-      # Extension `ru_zs_uniform`: the same uniform-head point as `ru_uniform`, found from the prior
-      # mixture instead of the data mean (head and class counts only: still zero-shot). L_f^zs's
-      # minimiser is sum_c pi_c (w_c + s) = mean + s, so shifting its prototypes by s moves it there.
-      head = model_params["head"]
-      target = uniform_target(head["kernel"], head["bias"], mean, forget_classes, float(cfg["target_margin"]))
-    stats = stats | {"target_shift": (target - mean).astype(np.float32)}
-    shift = np.zeros(feature_dim, np.float32)
+  if cfg["zero_shot"]:   # the prior mixture of the (used) prototypes, sum_c pi_c w_c
+    mean = stats["pi"] @ np.asarray(_prototypes(cfg, {"model": model_params, "stats": stats}))
   else:
-    mean = z_all[np.concatenate([retain_idx, forget_idx])].mean(axis=0)
-    target = mean
-    if cfg["target"] == "uniform":
-      head = model_params["head"]
-      target = uniform_target(head["kernel"], head["bias"], mean, forget_classes, float(cfg["target_margin"]))
-    # L_f's minimiser is the reference batch mean; shifting the batch moves it to the target.
-    shift = (target - mean).astype(np.float32)
+    mean = z[np.concatenate([retain_idx, forget_idx])].mean(axis=0)
+  target, stats, shift = _forget_target(cfg, model_params, stats, mean, forget_classes)
   encode_s = time.perf_counter() - t0
   info = target_info(model, model_params, mean, target, forget_classes)
-  params = init_params(cfg, jax.random.key(seed), model_params, feature_dim, stats)
-  num_steps = steps_for_epochs(forget_idx.size, bsz, float(cfg["epochs"]), minimum=int(cfg["min_steps"]))
-  y_train = np.asarray(y_train, np.int32)
-
-  values = batch_values(cfg)
-  if cfg["zero_shot"]:
-    f_local = index_stream(f_pos, bsz, seed, 1)
-
-    def batch_fn(step):
-      rows, w = f_local(step)
-      zf = z_f[rows] if forget_idx.size else np.zeros((bsz, feature_dim), np.float32)
-      return {"zf": zf.astype(np.float32), "wf": w}
-  else:
-    f_rows = index_stream(forget_idx, bsz, seed, 1)
-    r_rows = index_stream(retain_idx, bsz, seed, 2)
-    all_rows = index_stream(np.concatenate([retain_idx, forget_idx]), bsz, seed, 3)
-
-    def batch_fn(step):
-      rr, _ = r_rows(step)
-      rf, wf = f_rows(step)
-      ra, _ = all_rows(step)
-      return {"zr": z_all[rr], "yr": y_train[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra] + shift}
-
+  params = init_params(cfg, jax.random.key(seed), model_params, dim, stats)
+  num_steps = steps_for_epochs(forget_idx.size, cfg["batch_size"], cfg["epochs"], minimum=cfg["min_steps"])
+  batch_fn = _batches(cfg, z, dim, np.asarray(y_train, np.int32), retain_idx, forget_idx, shift, seed)
   key = ("representation_unlearning", step_structure(cfg), model)
-  # T trains on cached z: its step runs no encoder layer, so it keeps the rolled multi-step loop.
   tc = {k: v for k, v in dict(train_config or {}).items() if k != "unroll"}
-  fit = fit_params(key, make_loss_fn(cfg, model), params, with_values(batch_fn, bsz, **values), lr=float(cfg["lr"]),
-                   train_config=tc, frozen=FROZEN, num_steps=num_steps, seed=seed, cache=cache,
+  fit = fit_params(key, make_loss_fn(cfg, model), params, with_values(batch_fn, cfg["batch_size"], **batch_values(cfg)),
+                   lr=cfg["lr"], train_config=tc, frozen=FROZEN, num_steps=num_steps, seed=seed, cache=cache,
                    name="ru_zs" if cfg["zero_shot"] else "ru", progress=progress, mesh=mesh)
   return UnlearnOutput(fit.params, fit, encode_s, warm_s + encode_s + fit.wall_s, encode_s + fit.steady_s, info)

@@ -12,9 +12,9 @@ from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
+from jaxml import core
 from jaxml.metrics import mia as mia_lib
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
-from jaxml.unlearning.api import batched_apply
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
@@ -44,9 +44,10 @@ class Outputs(NamedTuple):
 
 def collect_outputs(predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], task: UnlearningTask,
                     chunk: int = EVAL_CHUNK) -> Outputs:
-  """predict(x) -> (logits, feats) over chunks of the train and test inputs (api.batched_apply: one compiled shape for both)."""
-  lt, ft = batched_apply(predict, task.x_train, chunk)
-  le, fe = batched_apply(predict, task.x_test, chunk)
+  """predict(x) -> (logits, feats) over `chunk`-row calls on the train and test inputs (`core.batched_apply`:
+  one compiled shape for both)."""
+  lt, ft = core.batched_apply(predict, task.x_train, chunk)
+  le, fe = core.batched_apply(predict, task.x_test, chunk)
   return Outputs(lt, ft, le, fe)
 
 

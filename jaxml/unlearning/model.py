@@ -14,7 +14,8 @@ import jax.numpy as jnp
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
 
-__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits", "head_kernel"]
+__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits",
+           "head_kernel", "make_classifier"]
 
 
 class MLPEncoder(nn.Module):
@@ -103,3 +104,18 @@ def logits(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
 def head_kernel(params: Params) -> jax.Array:
   """Class prototypes w_c as rows: the head kernel transposed, [C, D]."""
   return jnp.asarray(params["head"]["kernel"]).T
+
+
+def make_classifier(arch: str, num_classes: int, *, features: Sequence[int] = (256, 128), conv_channels: int = 32,
+                    conv_layers: int = 3, conv_kernel: int = 5, resnet_stage_sizes: Sequence[int] = (2, 2, 2, 2),
+                    resnet_width: int = 64) -> nn.Module:
+  """The classifier by name: "mlp" (`MLPClassifier`, encoder widths `features`), "cnn1d"
+  (`Conv1DClassifier`, z of width features[-1]) or "resnet" (`jaxml.nn.resnet.ResNet`)."""
+  if arch == "resnet":
+    from jaxml.nn.resnet import ResNet
+    return ResNet(num_classes, tuple(resnet_stage_sizes), resnet_width)
+  if arch == "cnn1d":
+    return Conv1DClassifier(num_classes, features[-1], conv_channels, conv_layers, conv_kernel)
+  if arch == "mlp":
+    return MLPClassifier(num_classes, tuple(features))
+  raise ValueError(f"unknown classifier {arch!r}; expected 'mlp', 'cnn1d' or 'resnet'")

@@ -3,15 +3,21 @@ table columns, cell ordering, and the paper's class sweep — forget accuracy pe
 next to the frozen head's class at the mean representation (the collision of RU's mean target).
 
 Rows: {"method", "dataset" (the cell: 'dataset/regime' or 'dataset/class/<c>' in a class sweep),
-"seed", "metrics", "cost"}. Plain numpy; the plots are drawn by the experiment.
+"seed", "metrics", "cost"}. Plain numpy; `sweep_plot` imports matplotlib when called. `synthetic_rows`
+carry every reported key, so an experiment can render its reports before it trains anything.
 """
+
+from typing import Callable
 
 import numpy as np
 
+from jaxml.unlearning import baselines
 from jaxml.unlearning import evaluate as ev
 
 __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables", "MASKED", "must_reach", "must_reach_table", "pooled_sweep", "regime_cells", "gap_summary"]
+           "sweep_series", "forget_acc_tables", "MASKED", "must_reach", "must_reach_table", "pooled_sweep", "regime_cells", "gap_summary", "paper_summary",
+           "sweep_plot", "synthetic_rows", "SWEEP_METHODS", "summary", "style", "GAP_PLOT",
+           "fmt_value"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
@@ -221,3 +227,87 @@ def gap_summary(rows: list[dict], baselines: list[str], zero_shot: list[str]) ->
                + f"{ms(_gap(rows, c, 'ru', 'cost', 'rte'), 100.0, 1)} | {ms(zs)} | "
                + (f"{LABELS.get(bz[0], bz[0])} ({bz[1]:.2f})" if bz else "n/a") + f" | {cmp(zs, bz)} |")
   return "\n".join(out) + "\n"
+
+
+def paper_summary(rows: list[dict], methods: list[str], table: Callable) -> str:
+  """The paper's columns for the first class of the sweep and over all its classes, per dataset; the
+  forget accuracy of every method per forgotten class next to the head's class at the mean (the
+  collision); which classes meet the forgetting bar (`must_reach`). `table(rows, cells, methods,
+  columns, labels)` renders a per-cell markdown table of mean ± std over seeds."""
+  pooled, pooled_cells = pooled_sweep(rows)
+  return "\n".join(["## The paper's table (fixed settings)\n",
+                    table(rows, first_sweep_cells(rows), methods, PAPER_COLUMNS, LABELS)
+                    + table(pooled, pooled_cells, methods, PAPER_COLUMNS, LABELS),
+                    forget_acc_tables(rows, methods),
+                    must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
+
+
+# Retrain, the RU rows and the zero-shot baselines: the methods of `sweep_plot`.
+SWEEP_METHODS = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs", "ru_zs_uniform", "ru_zs_anchor", "emmn", "gkt")
+
+
+def sweep_plot(rows: list[dict], methods: tuple[str, ...] = SWEEP_METHODS):
+  """Per forgotten class: forget accuracy (top; the classes the head assigns to the mean representation,
+  the collision, shaded) and test accuracy on the retained classes (bottom, the original's dashed), the
+  two sides of the forgetting bar. Returns the matplotlib figure."""
+  import matplotlib.pyplot as plt
+  datasets = sorted({c.split("/")[0] for c in sweep_cells(rows)})
+  fig, axes = plt.subplots(2, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 7.6), squeeze=False)
+  panels = (("FA", "forget accuracy %", methods),
+            ("TA_r", "test accuracy, retained classes %", ("original",) + methods))
+  for j, ds in enumerate(datasets):
+    for ax, (key, ylabel, ms) in zip(axes[:, j], panels):
+      xs, hit, vals = sweep_series(rows, ds, ms, key)
+      for x in [x for x, h in zip(xs, hit) if h]:
+        ax.axvspan(x - 0.5, x + 0.5, color="0.85", zorder=0)
+      for m, v in vals.items():
+        style = dict(color="k", linestyle="--") if m == "original" else dict(marker="o")
+        ax.plot(xs, v, label=LABELS.get(m, m), **style)
+      ax.set(xlabel="forgotten class", ylabel=ylabel, xticks=xs)
+      ax.legend(fontsize=6)
+    axes[0, j].set_title(f"{ds}: shaded = head's class at the mean z")
+  fig.tight_layout()
+  return fig
+
+
+def synthetic_rows(methods: list[str], *, paper_table: bool) -> list[dict]:
+  """Rows with every reported metric and cost key (two forgotten classes when `paper_table`)."""
+  keys = {c[0] for c in COLUMNS + PAPER_COLUMNS} - {"rte", "rte_wall", "steady_s"}
+  rows = []
+  for i, c in enumerate((0, 1) if paper_table else (None,)):
+    coll = {"head_mean_argmax": 1.0, "head_mean_pmax": 0.5, "forget_class": float(c or 0),
+            "mean_is_forget_class": float(c == 1), "retain_knn_forget": 5.0}
+    for j, m in enumerate(methods):
+      rows.append({"method": m, "dataset": "digits/class" + ("" if c is None else f"/{c}"), "split": 0, "seed": 0,
+                   "metrics": {k: float(10 * i + j) for k in keys} | coll,
+                   "cost": {k: 1.0 + j for k in ("rte", "rte_wall", "steady_s", "wall_s", "steps")}})
+  return rows
+
+
+def summary(rows: list[dict], methods: list[str], table: Callable) -> str:
+  """summary.md: RU's Avg. Gap against the best trained and zero-shot baseline per 'dataset/regime' cell
+  (`gap_summary`, when the rows have such cells), then `table(rows, cells, methods, COLUMNS, LABELS)`."""
+  text = ""
+  if regime_cells(rows):
+    trained = [m for m in methods if m in baselines.BASELINES and m != "retrain"]
+    text = ("## Avg. Gap: RU against the best baseline per cell\n\n"
+            + gap_summary(rows, trained, [m for m in methods if m in baselines.ZERO_SHOT_BASELINES]) + "\n")
+  return text + table(rows, cells(rows), methods, COLUMNS, LABELS)
+
+
+def style(method: str) -> dict:
+  """Marker of a method in the Avg. Gap vs run time plot: RU rows red stars, zero-shot baselines green."""
+  if method.startswith("ru"):
+    return dict(color="C3", marker="*", s=140)
+  return dict(color="C2" if method in baselines.ZERO_SHOT_BASELINES else "C0", marker="o", s=40)
+
+
+# The Avg. Gap vs run time plot (avg_gap_vs_rte.png): the keyword arguments of a scatter of cells.
+GAP_PLOT = dict(x=("cost", "rte", 100.0), y=("metrics", "avg_gap", 1.0), style=style, labels=LABELS,
+                skip=("original", "retrain"), log_x=True, vline=5.0,
+                xlabel="run time / Retrain run time (%, steady, log)", ylabel="Avg. Gap to Retrain (lower is better)")
+
+
+def fmt_value(v) -> str:
+  """A chosen grid value for a log line: numbers in %g, anything else (a transform name) as is."""
+  return f"{v:g}" if isinstance(v, (int, float)) else str(v)

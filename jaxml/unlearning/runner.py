@@ -7,7 +7,7 @@ each baseline, Retrain and the original model, all with the same signature and o
 `config` holds the method's settings as a plain dict or ConfigDict (unknown keys are errors):
 the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name; "ru_val"
 takes its target from its settings, default "mean"; "ru_zs_anchor" also `ANCHOR_DEFAULTS`), the method's
-`baselines.DEFAULTS` keys otherwise. `cache` (optional, one per model) keeps compiled steps
+`baselines.SPECS[name].defaults` keys otherwise. `cache` (optional, one per model) keeps compiled steps
 and predictors; float settings travel as arrays, so a grid over them compiles once.
 `tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task, or by
 any other score of the run's metrics (`evaluate.scorer`), `tune_methods` does so for a dict of grids; `compare` runs Retrain and a list of methods from one
@@ -25,13 +25,16 @@ from jaxml.unlearning import api, baselines
 from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.defaults import ANCHOR_DEFAULTS  # ru_zs_anchor's own settings (besides api.DEFAULTS)
+from jaxml.unlearning.fitting import CHUNK, cached, encode_rows
+from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_keys", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
+           "check_grid", "check_settings", "choose_settings",
            "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # ru_uniform (our extension): RU with the forget target moved from the mean representation to the
-# nearest point where the frozen head is uniform over the retained classes (`api.uniform_target`).
+# nearest point where the frozen head is uniform over the retained classes (`targets.uniform_target`).
 # ru_val: RU under its own settings, the ones the caller chose on a validation split (the experiment's
 # `ru_val` row, next to `ru` at the authors' fixed setting); its target is the mean unless its settings
 # name another (`api.TARGETS`).
@@ -52,20 +55,12 @@ class RunOutput(NamedTuple):
   wall_s: float          # the whole run incl. compile and pre-computation
   steady_s: float        # the same without the compiling first steps
   num_steps: int
-  info: dict | None = None   # RU runs: the forget target's collision check (`api.target_info`)
-
-
-def _cached(cache: MutableMapping[Hashable, Any] | None, key: Hashable, build: Callable[[], Any]) -> Any:
-  if cache is None:
-    return build()
-  if key not in cache:
-    cache[key] = build()
-  return cache[key]
+  info: dict | None = None   # RU runs: the forget target's collision check (`targets.target_info`)
 
 
 def predictor(model, cache: MutableMapping[Hashable, Any] | None = None) -> Callable:
   """predict(params, x) -> (logits, g(x)) of a plain classifier (jitted once per model)."""
-  return _cached(cache, ("predict", model), lambda: jax.jit(
+  return cached(cache, ("predict", model), lambda: jax.jit(
       lambda p, x: (model.apply({"params": p}, x), model_lib.encode(model, p, x))))
 
 
@@ -79,7 +74,7 @@ def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
   rows = np.asarray(task.forget_idx)
   if not rows.size:
     return 0.0
-  logits = api.batched_apply(lambda x: predict(x)[0], task.x_train[rows])
+  logits = core.batched_apply(lambda x: predict(x)[0], task.x_train[rows], CHUNK)
   return 100.0 * float(np.mean(np.argmax(logits, -1) == np.asarray(task.y_train)[rows]))
 
 
@@ -139,7 +134,7 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
                       num_classes=task.num_classes, forget_classes=task.forget_classes, seed=seed, cache=cache,
                       train_config=train_config)
     s = api._cfg(cfg)
-    pred = _cached(cache, ("ru_predict", model, s["transform"], tuple(s["hidden"])),
+    pred = cached(cache, ("ru_predict", model, s["transform"], tuple(s["hidden"])),
                    lambda: api.make_predict_fn(cfg, model))
     return RunOutput(out.params, lambda x: pred(out.params, x), out.wall_s, out.steady_s, out.fit.num_steps,
                      out.target_info)
@@ -201,12 +196,48 @@ def tune_methods(grids: Mapping[str, tuple[str, Sequence[Any]]], settings: Mappi
   return chosen, log
 
 
+def check_settings(name: str, settings: Mapping[str, Any]) -> None:
+  """Raises ValueError on a setting method `name` does not have (before anything runs)."""
+  if name not in RU_METHODS:
+    baselines.hyperparameters("retrain" if name == "original" else name, settings)
+  elif set(settings) - setting_keys(name):
+    raise ValueError(f"unknown {name} settings {sorted(set(settings) - setting_keys(name))}")
+
+
+def check_grid(name: str, param: str, score: str, settings: Mapping[str, Any]) -> None:
+  """Raises ValueError when the grid of method `name` varies a setting it lacks or names an unknown score."""
+  if param not in settings:
+    raise ValueError(f"grid of {name!r} varies {param!r}, which is not one of its settings")
+  if score not in ev.SCORES:
+    raise ValueError(f"unknown grid score of {name} {score!r}; expected one of {', '.join(ev.SCORES)}")
+
+
+def choose_settings(grids: Mapping[str, tuple[str, Sequence[Any]]], score_names: Mapping[str, str],
+                    settings: Mapping[str, Mapping[str, Any]], model, task: UnlearningTask, *, seed: int,
+                    cache: MutableMapping[Hashable, Any] | None = None,
+                    train_config: Mapping[str, Any] | None = None, eval_chunk: int = ev.EVAL_CHUNK,
+                    orig: RunOutput | None = None) -> tuple[dict[str, dict], dict[str, Any], RunOutput]:
+  """On a validation task: the original model (trained unless `orig` is given) and Retrain, then
+  `tune_methods` with each grid's score (`score_names[m]` in `evaluate.SCORES`: Avg. Gap to Retrain, or
+  the bar score against Retrain and the original). Returns (chosen, log naming each score, the original's run)."""
+  if orig is None:
+    orig = run_method("original", settings["original"], model, None, task, seed=seed, cache=cache,
+                      train_config=train_config)
+  rt = run_method("retrain", settings["retrain"], model, orig.params, task, seed=seed, cache=cache,
+                  train_config=train_config)
+  ref, ref_orig = (ev.unlearning_metrics(ev.collect_outputs(r.predict, task, eval_chunk), task) for r in (rt, orig))
+  scores = {m: ev.scorer(score_names[m], ref, ref_orig) for m in grids}
+  chosen, log = tune_methods(grids, settings, model, orig.params, task, ref, seed=seed, cache=cache,
+                             train_config=train_config, scores=scores, eval_chunk=eval_chunk)
+  return chosen, {m: v | {"score": score_names[m]} for m, v in log.items()}, orig
+
+
 def mean_collision(model, params: Any, task: UnlearningTask,
                    cache: MutableMapping[Hashable, Any] | None = None) -> dict[str, float]:
   """The known failure of the mean target, measured: the frozen head's class and max-probability at
   the mean training representation, and whether that class is a forgotten one (nan when none is)."""
-  z_mean = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train).mean(axis=0)
-  probs = api.head_probs(model, params, z_mean)
+  z_mean = encode_rows(model, params, task.x_train, cache).mean(axis=0)
+  probs = head_probs(model, params, z_mean)
   hit = float(int(np.argmax(probs)) in task.forget_classes) if task.forget_classes else float("nan")
   return {"head_mean_argmax": float(np.argmax(probs)), "head_mean_pmax": float(np.max(probs)),
           "mean_is_forget_class": hit}
@@ -294,7 +325,7 @@ def representation_overlap(model, params: Any, task: UnlearningTask, cache: Muta
   excluded), and % of forget rows with a retained row among theirs (nan without forget rows)."""
   if not task.forget_idx.size or not task.retain_idx.size:
     return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
-  z = api.batched_apply(api.cached_encoder(model, params, cache), task.x_train)
+  z = encode_rows(model, params, task.x_train, cache)
   is_f = np.zeros(z.shape[0], bool)
   is_f[task.forget_idx] = True
   hit = knn_other_side(z, is_f, k, chunk=chunk)

@@ -9,6 +9,7 @@ import pytest
 from configs import unlearning as unlearning_config
 from experiments import common
 from experiments import unlearning as exp
+from jaxml.unlearning import report as ul_report
 
 ROW_KEYS = {"method", "dataset", "split", "seed", "metrics", "cost"}
 
@@ -140,11 +141,10 @@ def test_cnn1d_sweep_writes_every_report_and_its_rows(tmp_path):
 def test_a_broken_report_fails_before_training(tmp_path, monkeypatch):
   # A report that cannot be rendered (here: a missing function, as when the package and the
   # experiment came from different checkouts) must fail in the plan, before any model is trained.
-  from jaxml.unlearning import report as ul_report
   monkeypatch.delattr(ul_report, "must_reach_table")
   trained = []
   monkeypatch.setattr(exp.runner, "run_method", lambda *a, **k: trained.append(a) or 1 / 0)
-  with pytest.raises(AttributeError, match="must_reach_table"):
+  with pytest.raises((AttributeError, NameError), match="must_reach_table"):
     exp.run(_tiny_cnn_config(), str(tmp_path))
   assert not trained and not os.path.exists(os.path.join(str(tmp_path), exp.PARTIAL_ROWS))
 
@@ -159,7 +159,6 @@ def test_a_crash_after_the_runs_keeps_their_rows(tmp_path, monkeypatch):
 
   def boom(*a, **k):
     raise RuntimeError("disk full")
-
   monkeypatch.setattr(exp, "write_reports", boom)
   with pytest.raises(RuntimeError, match="disk full"):
     exp.run(config, str(tmp_path))
@@ -170,7 +169,7 @@ def test_a_crash_after_the_runs_keeps_their_rows(tmp_path, monkeypatch):
 
 
 def test_merge_runs_joins_class_subsets(tmp_path):
-  rows = exp.synthetic_rows(["original", "retrain", "ru"], paper_table=True)
+  rows = ul_report.synthetic_rows(["original", "retrain", "ru"], paper_table=True)
   a, b, out = (str(tmp_path / n) for n in ("a", "b", "out"))
   common.write_json(os.path.join(a, "results.json"), {"rows": [r for r in rows if r["dataset"].endswith("/0")],
                                                       "wall_s": 2.0})
@@ -186,9 +185,9 @@ def test_merge_runs_joins_class_subsets(tmp_path):
 def test_check_reports_renders_the_gap_summary_before_training(monkeypatch):
   # The stricter table's summary (RU against the best baseline per cell) is rendered from synthetic
   # rows in the plan too: breaking it fails there, not after the runs.
-  from jaxml.unlearning import report as ul_report
+
   methods = ["original", "retrain", "ru", "ru_zs", "finetune", "jit"]
   exp.check_reports(methods, paper_table=False)
   monkeypatch.delattr(ul_report, "gap_summary")
-  with pytest.raises(AttributeError, match="gap_summary"):
+  with pytest.raises((AttributeError, NameError), match="gap_summary"):
     exp.check_reports(methods, paper_table=False)

@@ -9,7 +9,8 @@ import pytest
 from scipy.special import softmax
 
 from jaxml.metrics import mia
-from jaxml.unlearning import api, evaluate, losses
+from jaxml import core
+from jaxml.unlearning import api, evaluate, fitting, losses
 from jaxml.unlearning.task import UnlearningTask
 
 B, M, D, C, B_REF = 3, 2, 5, 4, 6
@@ -175,13 +176,13 @@ def test_batched_apply_calls_one_shape_and_drops_the_padding():
   seen = []
   fn = lambda x: (seen.append(x.shape[0]), (x.sum(-1), -x))[1]
   x = np.arange(14, dtype=np.float32).reshape(7, 2)
-  s, neg = api.batched_apply(fn, x, chunk=3)                 # 3 + 3 + (1 row padded to 3)
+  s, neg = core.batched_apply(fn, x, 3)                 # 3 + 3 + (1 row padded to 3)
   assert seen == [3, 3, 3]
   np.testing.assert_array_equal(s, x.sum(-1))
   np.testing.assert_array_equal(neg, -x)
   seen.clear()
-  s, _ = api.batched_apply(fn, x, chunk=1024)                # fewer rows than a chunk: the same one padded shape
-  assert seen == [1024]
+  s, _ = core.batched_apply(fn, x, fitting.CHUNK)                # fewer rows than a chunk: the same one padded shape
+  assert seen == [fitting.CHUNK]
   np.testing.assert_array_equal(s, x.sum(-1))
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from jaxml.unlearning import api, baselines, runner
+from jaxml.unlearning import api, baselines, runner, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import steps_for_epochs
 from tests.unlearning.helpers import MODEL, gaussian_task, trained_original
@@ -62,7 +62,7 @@ def test_gkt_is_zero_shot_forgets_and_transfers_retained_classes(setup):
 def test_uniform_target_equalises_retained_logits_and_lowers_forgotten_ones():
   rng = np.random.default_rng(0)
   kernel, bias, mean = rng.normal(size=(12, 4)), rng.normal(size=4), rng.normal(size=12)
-  z = api.uniform_target(kernel, bias, mean, [2], 3.0)
+  z = targets.uniform_target(kernel, bias, mean, [2], 3.0)
   logits = z @ kernel + bias
   np.testing.assert_allclose(logits[[0, 1, 3]], logits[0], atol=1e-4)
   np.testing.assert_allclose(logits[0] - logits[2], 3.0, atol=1e-4)
@@ -75,9 +75,9 @@ def test_target_info_names_the_collision():
   model = model_lib.MLPClassifier(3, (4,))
   params = {"head": {"kernel": np.zeros((4, 3), np.float32), "bias": np.asarray([0.0, 0.0, 3.0], np.float32)}}
   mean = np.ones(4, np.float32)
-  info = api.target_info(model, params, mean, mean, [2])
+  info = targets.target_info(model, params, mean, mean, [2])
   assert info["mean_argmax"] == 2.0 and info["mean_collides"] == 1.0 and info["mean_pmax"] > 0.8
-  assert np.isnan(api.target_info(model, params, mean, mean, [])["mean_collides"])   # no class forgotten
+  assert np.isnan(targets.target_info(model, params, mean, mean, [])["mean_collides"])   # no class forgotten
 
 
 def test_ru_uniform_sends_forget_rows_off_the_forgotten_class(setup):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxml import core
-from jaxml.unlearning import api, losses
+from jaxml.unlearning import api, losses, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
 from jaxml.unlearning.transform import make_transform
@@ -32,7 +32,7 @@ def test_unlearned_model_predicts_like_original_before_training():
   model = model_lib.MLPClassifier(4, (16, 8))
   x = jax.random.normal(jax.random.key(0), (8, 5))
   mparams = model.init(jax.random.key(1), x)["params"]
-  stats = api.class_statistics(np.array([0, 1, 2, 3]), 4, (1,), 1.0)
+  stats = targets.class_statistics(np.array([0, 1, 2, 3]), 4, (1,), 1.0)
   method = api.make_method({"transform": "residual", "hidden": (8,)}, model, mparams, stats)
   params = method.init(jax.random.key(2), {"zf": jnp.zeros((1, 8))})
   logits, _ = api.make_predict_fn({"transform": "residual", "hidden": (8,)}, model)(params, x)
@@ -100,7 +100,7 @@ def test_frozen_model_and_stats_bit_identical_after_training():
   x = jax.random.normal(jax.random.key(0), (8, 5))
   mparams = model.init(jax.random.key(1), x)["params"]
   cfg = {"transform": "residual", "hidden": (8,), "beta": 0.5, "lr": 1e-2}
-  params = api.init_params(cfg, jax.random.key(2), mparams, 8, api.class_statistics(np.array([0, 1, 2]), 3, (), 1.0))
+  params = api.init_params(cfg, jax.random.key(2), mparams, 8, targets.class_statistics(np.array([0, 1, 2]), 3, (), 1.0))
   loss_fn = api.make_loss_fn(cfg, model)
   z = np.asarray(model_lib.encode(model, mparams, x))
   batch = {"zr": z, "yr": np.zeros(8, np.int32), "zf": z[::-1].copy(), "wf": np.ones(8, np.float32), "zref": z}
@@ -113,3 +113,25 @@ def test_frozen_model_and_stats_bit_identical_after_training():
   chex.assert_trees_all_equal(res.state.params["model"], mparams)
   chex.assert_trees_all_equal(res.state.params["stats"], params["stats"])
   assert not np.allclose(np.asarray(res.state.params["transform"]["out"]["kernel"]), 0.0)
+
+
+def _random_params(params, seed):
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  return jax.tree.unflatten(tree, [jax.random.normal(k, leaf.shape) for k, leaf in zip(keys, leaves)])
+
+
+@pytest.mark.parametrize("kind", ["linear", "residual", "mlp"])
+def test_transforms_compute_their_documented_formula(kind):
+  # Non-identity parameters, checked against numpy: linear z A + c; residual z + relu(z V + a) U + b;
+  # mlp relu(z V + a) U + b (the reference's plain MLP, no skip).
+  z = np.asarray(jax.random.normal(jax.random.key(0), (6, 5)))
+  t = make_transform(kind, (7,))
+  p = _random_params(t.init(jax.random.key(1), jnp.asarray(z))["params"], seed=2)
+  got = np.asarray(t.apply({"params": p}, jnp.asarray(z)))
+  if kind == "linear":
+    want = z @ np.asarray(p["kernel"]) + np.asarray(p["bias"])
+  else:
+    hidden = np.maximum(z @ np.asarray(p["Dense_0"]["kernel"]) + np.asarray(p["Dense_0"]["bias"]), 0.0)
+    want = hidden @ np.asarray(p["out"]["kernel"]) + np.asarray(p["out"]["bias"]) + (z if kind == "residual" else 0.0)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

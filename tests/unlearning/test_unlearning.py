@@ -6,7 +6,7 @@ import pytest
 
 from jaxml import core
 from jaxml.metrics import mia
-from jaxml.unlearning import api, baselines
+from jaxml.unlearning import api, baselines, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
 from tests.unlearning.helpers import MODEL, TRAIN, trained_original
@@ -109,7 +109,7 @@ def test_zero_shot_never_reads_retained_inputs(trained):
 
 def test_extensions_rescaled_prototypes_and_label_term(trained):
   task, params = trained
-  stats = api.class_statistics(task.y_train, 3, (1,), 7.0)
+  stats = targets.class_statistics(task.y_train, 3, (1,), 7.0)
   np.testing.assert_allclose(stats["pi_retain"], [0.5, 0.0, 0.5])
   p = api.init_params({"prototypes": "rescaled"}, jax.random.key(0), params, 8, stats)
   w = np.asarray(api._prototypes(api._cfg({"prototypes": "rescaled"}), p))
@@ -125,7 +125,7 @@ def test_extensions_rescaled_prototypes_and_label_term(trained):
 
 def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained):
   task, params = trained
-  stats = api.class_statistics(task.y_train, 3, (1,), 5.0)
+  stats = targets.class_statistics(task.y_train, 3, (1,), 5.0)
   cfg = {"zero_shot": True, "transform": "linear", "identity_weight": 2.0}
   p = api.init_params(cfg, jax.random.key(0), params, 8, stats)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train[:64]))
@@ -138,3 +138,53 @@ def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained)
   scaled = p | {"transform": jax.tree.map(lambda a: 1.3 * a if a.ndim == 2 else a, p["transform"])}
   _, aux = loss_fn(scaled, batch, jax.random.key(1))
   np.testing.assert_allclose(float(aux["identity_anchor"]), 0.09 * 25.0, rtol=0.15)
+
+
+def _recorded_batches(monkeypatch, cfg, task, params, x=None):
+  """The batches `unlearn` trains on, one per step (core.train recorded)."""
+  seen = []
+  real_train = core.train
+
+  def recording_train(trainer, batches, config, **kw):
+    seen.extend(batches(step) for step in range(int(config["num_steps"])))
+    return real_train(trainer, batches, config, **kw)
+
+  monkeypatch.setattr(core, "train", recording_train)
+  api.unlearn(cfg, MODEL, params, task.x_train if x is None else x, task.y_train, task.retain_idx, task.forget_idx,
+              num_classes=3, forget_classes=task.forget_classes, seed=0)
+  return seen
+
+
+def _rows_of(z_batch, z_all):
+  """Row index of every feature row of a batch in the full feature table (rows are distinct)."""
+  d = ((np.asarray(z_batch)[:, None, :] - z_all[None]) ** 2).sum(-1)
+  assert np.allclose(d.min(1), 0.0, atol=1e-8)
+  return d.argmin(1)
+
+
+def test_standard_batches_sample_every_row_of_each_set_with_its_label(trained, monkeypatch):
+  task, params = trained
+  # 4 steps x 16 rows = 64 = |D_r|: one full pass over D_r, two over D_f (32 rows) and 2/3 of D (96 rows).
+  cfg = {"batch_size": 16, "min_steps": 4, "epochs": 0.0, "hidden": (8,), "lr": 1e-2}
+  seen = _recorded_batches(monkeypatch, cfg, task, params)
+  z = np.asarray(model_lib.encode(MODEL, params, task.x_train))
+  r = np.concatenate([_rows_of(b["zr"], z) for b in seen])
+  f = np.concatenate([_rows_of(b["zf"], z) for b in seen])
+  ref = np.concatenate([_rows_of(b["zref"], z) for b in seen])
+  assert sorted(r.tolist()) == sorted(task.retain_idx.tolist())            # each retained row exactly once
+  assert sorted(f.tolist()) == sorted(2 * task.forget_idx.tolist())        # each forget row exactly twice
+  assert len(set(ref.tolist())) == ref.size and set(ref.tolist()) <= set(range(96))    # no repeat within a pass
+  np.testing.assert_array_equal(np.concatenate([b["yr"] for b in seen]), task.y_train[r])
+  assert all(np.all(b["wf"] == 1.0) for b in seen)
+
+
+def test_zero_shot_batches_sample_every_forget_row(trained, monkeypatch):
+  task, params = trained
+  x = task.x_train.copy()
+  x[task.retain_idx] = np.nan
+  cfg = {"zero_shot": True, "batch_size": 16, "min_steps": 2, "epochs": 0.0, "hidden": (8,), "lr": 1e-2}
+  seen = _recorded_batches(monkeypatch, cfg, task, params, x)
+  z = np.asarray(model_lib.encode(MODEL, params, task.x_train))
+  f = np.concatenate([_rows_of(b["zf"], z) for b in seen])
+  assert sorted(f.tolist()) == sorted(task.forget_idx.tolist())          # 2 x 16 = the 32 forget rows, once each
+  assert set(seen[0]) == {"zf", "wf", "hp_beta", "hp_noise_scale", "hp_label_weight", "hp_identity_weight"}

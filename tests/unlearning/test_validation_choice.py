@@ -61,7 +61,8 @@ def test_a_grid_over_the_transform_is_chosen_like_a_numeric_one():
                              seed=0, score=ev.scorer("bar", ref, ref_orig))
   assert set(scores) == {"linear", "residual"} and np.isfinite(list(scores.values())).all()
   assert best == min(scores, key=scores.get)
-  assert exp._fmt_value("residual") == "residual" and exp._fmt_value(0.001) == "0.001" and exp._fmt_value(200) == "200"
+  assert ul_report.fmt_value("residual") == "residual" and ul_report.fmt_value(0.001) == "0.001"
+  assert ul_report.fmt_value(200) == "200"
 
 
 class _NoTestRows(dict):

@@ -1,0 +1,339 @@
+"""The shared pieces of the baselines (CE, KL, retain / forget batches, one timed fit) and the
+multi-stage ones, each a `run(hp, model, params0, task, seed, cache, train_config) -> FitOutput`:
+
+  retrain  CE on D_r from a fresh init with the original recipe (gold standard)
+  emmn     zero-shot: error-max noise (forget classes) + error-min noise (retained classes) learnt
+           against the frozen model, then impair / repair on the noise
+  sisa     S shard models (ensemble = mean softmax); unlearning retrains the shards that held forget
+           rows on their retained rows (Bourtoule et al. 2021; no slicing)
+  unsir    error-maximising noise for the forget classes learnt against the frozen model, then impair
+           (CE on noise labelled as the forget class + a retain subset) and repair (CE on the retain
+           subset), SGD with momentum (Tarun et al. 2023)
+  gkt      zero-shot: a generator and a fresh student play a distillation game against the original
+           (teacher); pseudo-samples the teacher gives a forget class with probability > threshold are
+           dropped (gated), plus attention transfer on z (Chundawat et al. 2023)
+"""
+
+import time
+from typing import Any, Callable, Mapping, MutableMapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxml.unlearning import model as model_lib
+from jaxml.unlearning.fitting import FitOutput, cached, fit_params
+from jaxml.unlearning.losses import weighted_mean
+from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
+from jaxml.unlearning.task import UnlearningTask
+
+__all__ = ["EMMN_DEFAULTS", "GKT_DEFAULTS", "SISA_DEFAULTS", "UNSIR_DEFAULTS", "NotApplicable", "ce", "fit", "kl",
+           "retain_ce_loss", "rf_batches", "run_emmn", "run_gkt", "run_retrain", "run_sisa", "run_unsir", "shard_of",
+           "train_classifier"]
+
+EMMN_DEFAULTS = dict(noise_per_class=16, noise_steps=400, noise_lr=0.1, noise_l2=0.01, impair_steps=2, impair_lr=0.01,
+                     repair_steps=2, repair_lr=0.01)
+# Authors' configs (RU repository): SISA 10 shards x 5 slices, SGD 0.1; here Adam with the train recipe
+# (the same one Retrain uses) and no slices.
+SISA_DEFAULTS = dict(shards=5, epochs=60.0, lr=1e-3, batch_size=128)
+# Authors' configs: 25 noise iterations at lr 0.01 (Adam), lambda 0.1, clamp 2.5, 20 copies; impair 3
+# epochs at SGD 0.05, repair 1 epoch at SGD 0.01, momentum 0.9; 1000 retain rows per class.
+UNSIR_DEFAULTS = dict(noise_copies=20, noise_steps=25, noise_lr=0.01, noise_l2=0.1, noise_clamp=2.5, impair_epochs=3.0,
+                      impair_lr=0.05, repair_epochs=1.0, repair_lr=0.01, momentum=0.9, retain_per_class=1000,
+                      batch_size=128)
+# Authors' configs: Adam 1e-3, batch 256, z 128, 1 generator + 10 student steps per cycle, 4000 cycles,
+# attention weight 250, KL temperature 1, gate threshold 0.01.
+GKT_DEFAULTS = dict(cycles=4000, generator_steps=1, student_steps=10, lr=1e-3, batch_size=256, z_dim=128,
+                    generator_hidden=256, at_beta=250.0, temperature=1.0, threshold=0.01)
+
+
+class NotApplicable(ValueError):
+  """The baseline does not apply to this regime (e.g. class-level zero-shot methods)."""
+
+
+def ce(logits: jax.Array, y: jax.Array, w: jax.Array | None = None) -> jax.Array:
+  """Mean CE [B, C], [B] -> scalar (weighted by w [B] when given)."""
+  per = optax.softmax_cross_entropy_with_integer_labels(logits, y)
+  return jnp.mean(per) if w is None else weighted_mean(per, w)
+
+
+def kl(teacher_logits: jax.Array, student_logits: jax.Array, temperature: float = 1.0) -> jax.Array:
+  """Per-row KL(softmax(t / T) || softmax(s / T)) -> [B]."""
+  lt = jax.nn.log_softmax(teacher_logits / temperature)
+  ls = jax.nn.log_softmax(student_logits / temperature)
+  return jnp.sum(jnp.exp(lt) * (lt - ls), axis=-1)
+
+
+def fit(key: str, params, loss_fn, hp, batch_fn, num_steps, seed, extra, cache, model, train_config, *,
+        frozen: tuple[str, ...] = (), lr_key: str = "lr", name: str | None = None, shape: tuple = ()) -> FitOutput:
+  """One `fit_params` run at the learning rate hp[lr_key] (an array: a grid over it compiles once),
+  its compiled step cached under (key, the settings' structure, model, shape)."""
+  return fit_params((key, structure(hp), model, *shape), loss_fn, params, batch_fn, num_steps=num_steps, seed=seed,
+                    lr=hp[lr_key], train_config=train_config, extra=extra, frozen=frozen, cache=cache,
+                    name=name or key)
+
+
+def _take(task: UnlearningTask, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  return task.x_train[rows], task.y_train[rows].astype(np.int32)
+
+
+def retain_ce_loss(model: nn.Module) -> Callable:
+  """loss_fn: CE of the classifier on the retain batch {xr, yr}."""
+  def loss_fn(params, batch, rng, extra):
+    return ce(model.apply({"params": params}, batch["xr"]), batch["yr"]), {}
+  return loss_fn
+
+
+def rf_batches(task: UnlearningTask, bsz: int, seed: int, *, retain: bool = True, forget: bool = True,
+               retain_idx: np.ndarray | None = None) -> Callable[[int], dict]:
+  """Batches {xr, yr, ir} from D_r (or `retain_idx`) and {xf, yf, wf, if} from D_f (ir / if = row indices)."""
+  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, seed, 2)
+  f_stream = index_stream(task.forget_idx, bsz, seed, 1)
+
+  def batch_fn(step):
+    out = {}
+    if retain:
+      rr, _ = r_stream(step)
+      out["xr"], out["yr"] = _take(task, rr)
+      out["ir"] = rr.astype(np.int32)
+    if forget:
+      rf, wf = f_stream(step)
+      out["xf"], out["yf"] = _take(task, rf)
+      out["wf"], out["if"] = wf, rf.astype(np.int32)
+    return out
+
+  return batch_fn
+
+
+def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTask, rows: np.ndarray, *,
+                     seed: int, cache: MutableMapping | None = None, name: str = "train",
+                     train_config: Mapping[str, Any] | None = None) -> FitOutput:
+  """CE training from a fresh init on the given training rows (original model or Retrain)."""
+  params = model.init(jax.random.key(seed), jnp.asarray(task.x_train[:1]))["params"]
+  stream = index_stream(np.asarray(rows), hp["batch_size"], seed, 0)
+
+  def batch_fn(step):
+    r, _ = stream(step)
+    x, y = _take(task, r)
+    return {"xr": x, "yr": y, "ir": r.astype(np.int32)}
+
+  steps = steps_for_epochs(len(rows), hp["batch_size"], hp["epochs"])
+  return fit("train", params, retain_ce_loss(model), hp, batch_fn, steps, seed, None, cache, model, train_config,
+             name=name)
+
+
+def run_retrain(hp, model, params0, task, seed, cache, train_config) -> FitOutput:
+  return train_classifier(hp, model, task, task.retain_idx, seed=seed, cache=cache, name="retrain",
+                          train_config=train_config)
+
+
+def _chain(*fits: FitOutput) -> FitOutput:
+  """Consecutive fits as one: the last params, summed times and steps."""
+  return FitOutput(fits[-1].params, sum(f.wall_s for f in fits), sum(f.steady_s for f in fits),
+                   sum(f.num_steps for f in fits), fits[-1].final_loss)
+
+
+def _needs_classes(name: str, task: UnlearningTask) -> None:
+  if not task.forget_classes:
+    raise NotApplicable(f"{name} is a class-level method (needs forgotten classes)")
+
+
+def _noise_loss(model: nn.Module, rows: int, clamp: bool, sign_key: str | None) -> Callable:
+  """Noise learnt against the frozen model (extra["model"]): mean(s * CE(f(noise), y)) + l2 * mean ||noise||^2,
+  s = batch[sign_key] (EMMN: -1 error-maximising, +1 error-minimising rows) or -1 (UNSIR); UNSIR clamps first."""
+  def loss_fn(params, batch, rng, extra):
+    x = jnp.clip(params["noise"], -value(batch, "clamp"), value(batch, "clamp")) if clamp else params["noise"]
+    per = optax.softmax_cross_entropy_with_integer_labels(
+        model.apply({"params": jax.lax.stop_gradient(extra["model"])}, x), batch["y"])
+    reg = jnp.mean(jnp.sum(x.reshape(rows, -1) ** 2, axis=-1))
+    data = jnp.mean(batch[sign_key] * per) if sign_key else -jnp.mean(per)
+    return data + value(batch, "noise_l2") * reg, {"noise_ce": jnp.mean(per)}
+  return loss_fn
+
+
+def run_emmn(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+  """Zero-shot (no training data): noise learnt against the frozen model, then impair / repair."""
+  _needs_classes("emmn", task)
+  k, forget = hp["noise_per_class"], list(task.forget_classes)
+  keep = [c for c in range(task.num_classes) if c not in forget]
+  labels = np.asarray([c for c in forget for _ in range(k)] + [c for c in keep for _ in range(k)], np.int32)
+  signs = np.asarray([-1.0] * (k * len(forget)) + [1.0] * (k * len(keep)), np.float32)
+  noise0 = jax.random.normal(jax.random.key(seed + 7), (labels.size,) + task.x_train.shape[1:], jnp.float32)
+  shape = (labels.size,)
+  noise_batches = with_values(lambda s: {"y": labels, "sign": signs}, labels.size, noise_l2=hp["noise_l2"])
+  fit_n = fit("emmn_noise", {"noise": noise0}, _noise_loss(model, labels.size, False, "sign"), hp, noise_batches,
+              hp["noise_steps"], seed, {"model": params0}, cache, model, tc, lr_key="noise_lr", shape=shape)
+
+  def ce_loss(params, batch, rng, extra):
+    return ce(model.apply({"params": params}, batch["x"]), batch["y"], batch["w"]), {}
+
+  impair = {"x": np.asarray(fit_n.params["noise"]), "y": labels, "w": np.ones(labels.size, np.float32)}
+  fit_i = fit("emmn_impair", params0, ce_loss, hp, lambda s: impair, hp["impair_steps"], seed, None, cache, model, tc,
+              lr_key="impair_lr", shape=shape)
+  repair = impair | {"w": (signs > 0).astype(np.float32)}     # error-minimising (retained-class) noise only
+  fit_r = fit("emmn_repair", fit_i.params, ce_loss, hp, lambda s: repair, hp["repair_steps"], seed, None, cache,
+              model, tc, lr_key="repair_lr", shape=shape)
+  return _chain(fit_n, fit_i, fit_r)
+
+
+def shard_of(n: int, shards: int, seed: int) -> np.ndarray:
+  """Shard id of each training row: a seeded balanced partition of [0, n) into `shards` parts."""
+  perm = np.random.default_rng([seed, 29]).permutation(n)
+  out = np.empty(n, np.int64)
+  out[perm] = np.arange(n) % shards
+  return out
+
+
+def run_sisa(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+  """SISA: shard models trained on disjoint shards of D; an unlearning request retrains (from a fresh
+  init, on the shard's retained rows) only the shards that hold forget rows. The shards without
+  forget rows are trained before the request (deployment time, not counted); params are stacked."""
+  n, shards = task.x_train.shape[0], hp["shards"]
+  sid = shard_of(n, shards, seed)
+  affected = set(np.unique(sid[task.forget_idx]).tolist())
+  keep = np.ones(n, bool)
+  keep[task.forget_idx] = False
+  train_hp = {k: hp[k] for k in ("epochs", "lr", "batch_size")}
+  models, timed = [], []
+  for s in range(shards):
+    rows = np.flatnonzero((sid == s) & keep) if s in affected else np.flatnonzero(sid == s)
+    fit_s = train_classifier(train_hp, model, task, rows, seed=seed * 1000 + s, cache=cache, name=f"sisa_{s}",
+                             train_config=tc)
+    models.append(fit_s.params)
+    timed += [fit_s] if s in affected else []
+  stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
+  wall, steady = sum(f.wall_s for f in timed), sum(f.steady_s for f in timed)
+  return FitOutput(stacked, wall, steady, max(sum(f.num_steps for f in timed), 1), float("nan"))
+
+
+def _retain_subset(task: UnlearningTask, per_class: int, seed: int) -> np.ndarray:
+  """At most `per_class` rows of each retained class (seeded)."""
+  rng, y = np.random.default_rng([seed, 37]), np.asarray(task.y_train)
+  return np.sort(np.concatenate([rng.permutation(task.retain_idx[y[task.retain_idx] == c])[:per_class]
+                                 for c in np.unique(y[task.retain_idx])]))
+
+
+def run_unsir(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+  """UNSIR: error-maximising noise (label: the forget class), impair on noise + a retain subset, repair
+  on the retain subset (SGD with momentum). Needs forgotten classes."""
+  _needs_classes("unsir", task)
+  bsz, labels = hp["batch_size"], np.repeat(np.asarray(task.forget_classes, np.int32), hp["noise_copies"])
+  noise0 = jax.random.normal(jax.random.key(seed + 31), (labels.size,) + task.x_train.shape[1:], jnp.float32)
+  nb = with_values(lambda s: {"y": labels}, labels.size, noise_l2=hp["noise_l2"], clamp=hp["noise_clamp"])
+  fit_n = fit("unsir_noise", {"noise": noise0}, _noise_loss(model, labels.size, True, None), hp, nb, hp["noise_steps"],
+              seed, {"model": params0}, cache, model, tc, lr_key="noise_lr", shape=(labels.size,))
+  noise = np.clip(np.asarray(fit_n.params["noise"]), -hp["noise_clamp"], hp["noise_clamp"])
+  subset = _retain_subset(task, hp["retain_per_class"], seed)
+  sgd = dict(tc or {}) | {"optim": {"name": "sgd", "momentum": hp["momentum"]}}
+  r_stream, n_stream = index_stream(subset, bsz, seed, 5), index_stream(np.arange(labels.size), bsz, seed, 6)
+
+  def impair_batch(step):
+    (rr, _), (rn, _) = r_stream(step), n_stream(step)
+    x, yy = _take(task, rr)
+    return {"xr": x, "yr": yy, "xn": noise[rn], "yn": labels[rn]}
+
+  def impair_loss(params, batch, rng, extra):
+    ce_r = ce(model.apply({"params": params}, batch["xr"]), batch["yr"])
+    ce_n = ce(model.apply({"params": params}, batch["xn"]), batch["yn"])
+    return ce_r + ce_n, {"retain_ce": ce_r, "noise_ce": ce_n}
+
+  n_imp = steps_for_epochs(subset.size + labels.size, bsz, hp["impair_epochs"])
+  fit_i = fit("unsir_impair", params0, impair_loss, hp, impair_batch, n_imp, seed, None, cache, model, sgd,
+              lr_key="impair_lr", shape=(labels.size,))
+  fit_r = fit("unsir_repair", fit_i.params, retain_ce_loss(model), hp,
+              lambda s: {k: v for k, v in impair_batch(s + n_imp).items() if k in ("xr", "yr")},
+              steps_for_epochs(subset.size, bsz, hp["repair_epochs"]), seed, None, cache, model, sgd,
+              lr_key="repair_lr")
+  return _chain(fit_n, fit_i, fit_r)
+
+
+class _Generator(nn.Module):
+  """z [B, z_dim] -> pseudo-inputs [B, *shape]: a two-layer ReLU MLP (GKT's generator, small)."""
+
+  shape: tuple
+  hidden: int
+
+  @nn.compact
+  def __call__(self, z):
+    h = nn.relu(nn.Dense(self.hidden)(z))
+    h = nn.relu(nn.Dense(self.hidden)(h))
+    return nn.Dense(int(np.prod(self.shape)))(h).reshape((z.shape[0],) + self.shape)
+
+
+def _attention(z: jax.Array) -> jax.Array:
+  """Attention-transfer map of a feature vector: z^2 normalised to unit norm per row."""
+  a = z ** 2
+  return a / (jnp.linalg.norm(a, axis=-1, keepdims=True) + 1e-8)
+
+
+def _gkt_program(model: nn.Module, gen: nn.Module, hp: Mapping[str, Any]) -> Callable:
+  """run(gen_params, student_params, teacher, key, temperature, at_beta, threshold, forget_mask) -> student:
+  `cycles` x (generator_steps Adam steps ascending KL(teacher || student) on generated samples, then
+  student_steps Adam steps on KL + at_beta ||att(g_t) - att(g_s)||^2 over the samples the teacher gives
+  every forget class probability <= threshold), jitted."""
+  f = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+  enc = lambda p, x: model_lib.encode(model, p, x)  # noqa: E731
+  bsz, zd, opt = hp["batch_size"], hp["z_dim"], optax.adam(hp["lr"])
+
+  def gen_step(carry, key, teacher, temp):
+    gp, sp, go, so = carry
+
+    def loss(p):
+      x = gen.apply({"params": p}, jax.random.normal(key, (bsz, zd)))
+      return -jnp.mean(kl(f(teacher, x), f(jax.lax.stop_gradient(sp), x), temp))
+
+    upd, go = opt.update(jax.grad(loss)(gp), go, gp)
+    return (optax.apply_updates(gp, upd), sp, go, so)
+
+  def student_step(carry, key, teacher, temp, at_beta, threshold, fmask):
+    gp, sp, go, so = carry
+
+    def loss(p):
+      x = gen.apply({"params": jax.lax.stop_gradient(gp)}, jax.random.normal(key, (bsz, zd)))
+      t_logits = f(teacher, x)
+      gate = (jnp.sum(jax.nn.softmax(t_logits) * fmask, -1) <= threshold).astype(jnp.float32)
+      att = jnp.sum((_attention(enc(teacher, x)) - _attention(enc(p, x))) ** 2, -1)
+      return weighted_mean(kl(t_logits, f(p, x), temp) + at_beta * att, gate)
+
+    upd, so = opt.update(jax.grad(loss)(sp), so, sp)
+    return (gp, optax.apply_updates(sp, upd), go, so)
+
+  def run(gp, sp, teacher, key, temp, at_beta, threshold, fmask):
+    def cycle(carry, k):
+      kg, ks = jax.random.split(k)
+      carry = jax.lax.fori_loop(0, hp["generator_steps"],
+                                lambda i, c: gen_step(c, jax.random.fold_in(kg, i), teacher, temp), carry)
+      carry = jax.lax.fori_loop(0, hp["student_steps"], lambda i, c: student_step(
+          c, jax.random.fold_in(ks, i), teacher, temp, at_beta, threshold, fmask), carry)
+      return carry, None
+
+    carry, _ = jax.lax.scan(cycle, (gp, sp, opt.init(gp), opt.init(sp)), jax.random.split(key, hp["cycles"]))
+    return carry[1]
+
+  return jax.jit(run)
+
+
+def run_gkt(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+  """GKT (zero-shot): `_gkt_program` from a fresh student (no data is read; the first training input
+  only gives the student's shapes). Its own jitted program, not `core.train`, so `tc` is unused."""
+  _needs_classes("gkt", task)
+  shape = tuple(task.x_train.shape[1:])
+  gen = _Generator(shape, hp["generator_hidden"])
+  forget_mask = np.zeros(task.num_classes, np.float32)
+  forget_mask[list(task.forget_classes)] = 1.0
+  run = cached(cache, ("gkt", model, shape, structure(hp)), lambda: _gkt_program(model, gen, hp))
+  k_gen, k_student, k_run = jax.random.split(jax.random.key(seed + 41), 3)
+  gp = gen.init(k_gen, jnp.zeros((1, hp["z_dim"])))["params"]
+  sp = model.init(k_student, jnp.asarray(task.x_train[:1]))["params"]
+  args = (jnp.float32(hp["temperature"]), jnp.float32(hp["at_beta"]), jnp.float32(hp["threshold"]),
+          jnp.asarray(forget_mask))
+  t0 = time.perf_counter()
+  compiled = cached(cache, ("gkt_compiled", model, shape, structure(hp)),
+                    lambda: run.lower(gp, sp, params0, k_run, *args).compile())
+  t1 = time.perf_counter()
+  student = jax.block_until_ready(compiled(gp, sp, params0, k_run, *args))
+  t2 = time.perf_counter()
+  return FitOutput(student, t2 - t0, t2 - t1, hp["cycles"] * (hp["generator_steps"] + hp["student_steps"]),
+                   float("nan"))
