@@ -67,7 +67,7 @@ def validate(config) -> None:
       raise common.ConfigError(f"paths must be strings, got {path!r}")
 
 
-def _trainers(config, names, dim: int, num_cues: int) -> dict[str, crm.Trainer]:
+def _trainers(config, names, dim: int, num_cues: int) -> dict[str, crm.RewardTrainer]:
   shared = config.causal_reward.to_dict()
   return {n: crm.make_trainer({**shared, "kind": VARIANTS[n][0], "dim": dim, "num_cues": num_cues, **VARIANTS[n][1]},
                               config.optim) for n in names}
