@@ -12,6 +12,7 @@ GRL-lambda schedule, probes and best-of-N.
 from jaxml.causal_reward.api import (ADV_MODES, FACTORED_KINDS, KINDS, WEIGHTS, authors_config, default_config,
                                      make_factor_fn,
                                      make_method, make_optimizer, make_reward_fn, resolve)
+from jaxml.causal_reward import evaluate
 from jaxml.causal_reward.baselines import cue_rule_accuracy
 from jaxml.causal_reward.bon import best_of_n, fit_gao, kl_bon, powers_of_two
 from jaxml.causal_reward.losses import bt_loss, pairwise_accuracy, pearson
@@ -22,7 +23,7 @@ from jaxml.causal_reward.training import RewardTrainer, TrainOutput, epoch_batch
 
 __all__ = [
     "ADV_MODES", "FACTORED_KINDS", "KINDS", "WEIGHTS", "authors_config", "default_config", "make_factor_fn", "make_method",
-    "make_optimizer", "make_reward_fn", "resolve", "cue_rule_accuracy", "best_of_n", "fit_gao", "kl_bon",
+    "make_optimizer", "make_reward_fn", "resolve", "evaluate", "cue_rule_accuracy", "best_of_n", "fit_gao", "kl_bon",
     "powers_of_two", "bt_loss", "pairwise_accuracy", "pearson", "FactoredRM", "VaeFactoredRM", "grad_reverse", "grl_schedule",
     "ProbeResult", "make_probe_trainer", "pref_probe", "regress_probe", "ridge_accuracy", "ridge_r2", "spearman",
     "TrainOutput", "RewardTrainer", "epoch_batches", "make_trainer", "predict", "train",
