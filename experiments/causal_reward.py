@@ -1,7 +1,6 @@
-"""Causal reward models (CRM-U, the authors' CausalRM, CRM-N) vs baselines: synthetic spurious-preference
-benchmark with best-of-N and leakage probes; HH-RLHF pairs with injected cues, or with the authors' hack-test
-prefix, on frozen MiniLM embeddings; paired term ablations. Config -> data -> `jaxml.causal_reward` -> rows,
-results.json, curves.json (curves, paired differences), plots.
+"""Causal reward models (CRM-U, the authors' CausalRM, CRM-N) vs baselines on synthetic spurious preferences
+(best-of-N, leakage probes) and HH-RLHF pairs with injected cues or the authors' hack-test prefix (frozen MiniLM
+embeddings); term ablations paired by seed. Writes rows, results.json, curves.json (curves, paired differences).
 """
 
 import os
@@ -45,17 +44,15 @@ PAIRED_METRICS = ("acc_gold", "acc_anti", "bon_gold_max", "acc_clean", "acc_hack
 
 def validate(config) -> None:
   """Checks (and so reads) every leaf of every section before anything is written."""
-  for m in tuple(config.methods) + tuple(config.text.methods):
-    common.validate_choice(m, tuple(VARIANTS), "method")
-  common.validate_choice(config.synthetic.renderer, ("tanh", "linear"), "renderer")
+  sc, tc = config.synthetic, config.text
+  for value, allowed, what in ([(m, tuple(VARIANTS), "method") for m in (*config.methods, *tc.methods)]
+                               + [(f, ("emb", "emb+cues"), "text features") for f in tc.features]
+                               + [(sc.renderer, ("tanh", "linear"), "renderer"), (tc.cue, ("inject", "prefix"), "cue")]):
+    common.validate_choice(value, allowed, what)
   crm.resolve({**config.causal_reward.to_dict(), "kind": "crm_n"})
   crm.make_optimizer({"kind": "crm_n"}, config.optim)
-  sc, tc = config.synthetic, config.text
   if not (sc.enabled or tc.enabled):
     raise common.ConfigError("nothing to run: synthetic.enabled and text.enabled are both false")
-  common.validate_choice(tc.cue, ("inject", "prefix"), "text cue")
-  for f in tc.features:
-    common.validate_choice(f, ("emb", "emb+cues"), "text features")
   for p in (*sc.rhos, *sc.bon_rhos, *sc.probe_rhos, sc.anti_rho, sc.hack_frac, *tc.p_biased, *tc.p_balanced,
             *tc.p_anti, *tc.p_hacked):
     if not 0.0 <= p <= 1.0:
@@ -78,10 +75,16 @@ def _trainers(config, names, dim: int, num_cues: int) -> dict[str, crm.RewardTra
                               config.optim) for n in names}
 
 
-def _fit(config, trainer, data, *, seed, epochs, batch_size, name, workdir, writer, mesh):
-  return crm.train(trainer, data, seed=seed, epochs=epochs, batch_size=batch_size, name=name, writer=writer,
-                   log_every=config.log_every, mesh=mesh, workdir=workdir, checkpoint_every=config.checkpoint_every,
-                   steps_per_dispatch=config.steps_per_dispatch)
+def _fit(config, trainer, data, rows, *, seed, epochs, batch_size, name, workdir, writer, mesh):
+  """The trained model, or None (and a row saying so) when its loss stopped being finite."""
+  try:
+    return crm.train(trainer, data, seed=seed, epochs=epochs, batch_size=batch_size, name=name, writer=writer,
+                     log_every=config.log_every, mesh=mesh, workdir=workdir, checkpoint_every=config.checkpoint_every,
+                     steps_per_dispatch=config.steps_per_dispatch)
+  except core.NonFiniteLossError as e:
+    print(f"[causal_reward] {name}: diverged, left out ({e})", flush=True)
+    rows.append(common.row(method=name.split("/")[1], dataset=name.split("/")[0], seed=seed, metrics={"diverged": 1.0}))
+    return None
 
 
 def _log(dataset, seed, name, m, out, keys=None) -> None:
@@ -116,9 +119,11 @@ def run_synthetic(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
             (("train", "train"), ("id", "test_id"), ("gold", "test_gold"), ("anti", "test_anti"))}))
       tests = {s: bench[k] for s, k in (("id", "test_id"), ("gold", "test_gold"), ("anti", "test_anti"), ("val", "val"))}
       for name, trainer in trainers.items():
-        out = _fit(config, trainer, bench[ORACLE_DATA.get(name, "train")], seed=seed, epochs=config.epochs,
+        out = _fit(config, trainer, bench[ORACLE_DATA.get(name, "train")], rows, seed=seed, epochs=config.epochs,
                    batch_size=config.batch_size, name=f"{dataset}/{name}/s{seed}", workdir=workdir, writer=writer,
                    mesh=mesh)
+        if out is None:
+          continue
         m = crm.evaluate.accuracies(trainer, out.params, tests)
         m["robust_gap"] = m["acc_gold"] - m["acc_anti"]
         m.update(crm.evaluate.cue_effects(trainer, out.params, pool, pool_do))
@@ -208,8 +213,10 @@ def run_text(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
               for s, key in (("train", "train"),) + evals}))
       cands = hh_cues.candidates(data, te, with_cues=features != "emb")     # [P, 2 * variants, D]
       for name, trainer in trainers.items():
-        out = _fit(config, trainer, sets[ORACLE_DATA.get(name, "train")], seed=seed, epochs=tc.epochs,
+        out = _fit(config, trainer, sets[ORACLE_DATA.get(name, "train")], rows, seed=seed, epochs=tc.epochs,
                    batch_size=tc.batch_size, name=f"{dataset}/{name}/s{seed}", workdir=workdir, writer=writer, mesh=mesh)
+        if out is None:
+          continue
         m = crm.evaluate.accuracies(trainer, out.params, {s: sets[k] for s, k in evals + (("val", "val"),)})
         d = sets["test_bal"]
         r = np.concatenate([crm.predict(trainer.reward, out.params, d[k]) for k in ("h_w", "h_l")])
@@ -223,25 +230,16 @@ def run_text(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
   return rows, extra
 
 
-def paired(rows: list[dict]) -> dict:
-  """Every `<base>_no<term>` method against its base, paired by seed, on every data set."""
-  methods = {r["method"] for r in rows}
-  return {f"{v} - {b}": crm.evaluate.paired_differences(rows, base=b, variant=v, metrics=PAIRED_METRICS)
-          for v in sorted(methods) for b in sorted(methods) if v.startswith(b + "_no")}
-
-
 def run(config, workdir: str) -> list[dict]:
   validate(config)
   writer, mesh = core.MetricWriter(workdir), core.make_mesh(config.mesh.num_data or None)
   rows, extra = [], {}
   if config.synthetic.enabled:
-    syn_rows, extra["bon_curves"] = run_synthetic(config, workdir, writer, mesh)
-    rows += syn_rows
+    rows, extra["bon_curves"] = run_synthetic(config, workdir, writer, mesh)
   if config.text.enabled:
     text_rows, text_extra = run_text(config, workdir, writer, mesh)
-    rows += text_rows
-    extra.update(text_extra)
-  extra["paired"] = paired(rows)
+    rows, extra = rows + text_rows, {**extra, **text_extra}
+  extra["paired"] = crm.evaluate.ablation_pairs(rows, PAIRED_METRICS)   # every <base>_no<term> against <base>
   common.write_json(os.path.join(workdir, "curves.json"), extra)
   return rows
 

@@ -12,7 +12,8 @@ import numpy as np
 from jaxml.causal_reward import api, bon, losses, probes
 from jaxml.causal_reward.training import RewardTrainer, predict
 
-__all__ = ["accuracies", "corr", "cue_effects", "bon_readout", "factor_leakage", "paired_differences"]
+__all__ = ["accuracies", "corr", "cue_effects", "bon_readout", "factor_leakage", "paired_differences",
+           "ablation_pairs"]
 
 
 def accuracies(trainer: RewardTrainer, params: Any, sets: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, float]:
@@ -100,3 +101,11 @@ def paired_differences(rows: Iterable[Mapping[str, Any]], *, base: str, variant:
       out.setdefault(dataset, {})[name] = {"mean": float(d.mean()), "se": se, "n": len(d),
                                            "diverged": len(pairs) - len(d)}
   return out
+
+
+def ablation_pairs(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, dict]:
+  """`paired_differences` of every method named `<base>_no<term>` against `<base>` when both ran,
+  keyed "<variant> - <base>"."""
+  methods = sorted({r["method"] for r in rows})
+  return {f"{v} - {b}": paired_differences(rows, base=b, variant=v, metrics=metrics)
+          for v in methods for b in methods if v.startswith(b + "_no")}

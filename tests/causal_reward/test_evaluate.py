@@ -36,3 +36,10 @@ def test_one_pair_has_no_standard_error():
   rows = [_row("a", 0, 0.5), _row("b", 0, 0.7)]
   got = evaluate.paired_differences(rows, base="a", variant="b", metrics=("acc",))["d"]["acc"]
   assert got["se"] is None and abs(got["mean"] - 0.2) < 1e-12
+
+
+def test_ablation_pairs_match_each_removed_term_to_its_base():
+  rows = [_row(m, s, v + s) for m, v in (("m", 0.5), ("m_noa", 0.4), ("m_nob", 0.7), ("other", 0.0)) for s in range(2)]
+  out = evaluate.ablation_pairs(rows, ("acc",))
+  assert set(out) == {"m_noa - m", "m_nob - m"}
+  np.testing.assert_allclose(out["m_noa - m"]["d"]["acc"]["mean"], -0.1)
