@@ -5,10 +5,15 @@
   python -m experiments.causal_reward --config=configs/causal_reward.py:text --workdir=runs/causal_reward_text
   python -m experiments.causal_reward --config=configs/causal_reward.py:sweep --workdir=runs/causal_reward_sweep
   python -m experiments.causal_reward --config=configs/causal_reward.py:paper --workdir=runs/causal_reward_paper
+  python -m experiments.causal_reward --config=configs/causal_reward.py:hack --workdir=runs/causal_reward_hack
+  python -m experiments.causal_reward --config=configs/causal_reward.py:ablation --workdir=runs/causal_reward_ablation
 
 small: rho = 0.9, 5 seeds, main methods + adversary / normalisation variants, best-of-N to N = 1024,
 leakage probes. text: HH-RLHF harmless (all 2312 pairs) with injected cues on frozen MiniLM
 embeddings. sweep: rho in {0.6, ..., 0.9}, 3 seeds, no best-of-N. paper: everything, 30 epochs.
+hack: the authors' hack test on HH-RLHF harmless: train with their prefix on chosen / rejected responses at
+p = 0.8 / 0.2, test on clean pairs and on pairs prefixed at 0.3 / 0.3. ablation: CRM-N and crm_authors with
+one term removed at a time, synthetic rho = 0.9 (5 seeds, best-of-N) and the hack test (3 seeds), paired by seed.
 """
 
 import ml_collections
@@ -16,11 +21,14 @@ import ml_collections
 from configs import common
 from jaxml.causal_reward.defaults import default_config
 
-PRESETS = ("smoke", "small", "text", "sweep", "paper")
+PRESETS = ("smoke", "small", "text", "sweep", "paper", "hack", "ablation")
 
-MAIN_METHODS = ("vanilla", "crm_u", "crm_n", "odin", "covariate", "vib", "rrm", "oracle")
+MAIN_METHODS = ("vanilla", "crm_u", "crm_authors", "crm_n", "odin", "covariate", "vib", "rrm", "oracle")
+HACK_METHODS = ("vanilla", "crm_u", "crm_authors", "crm_n", "odin_ls", "oracle")
+ABLATION_METHODS = ("vanilla", "crm_n", "crm_n_noadv", "crm_n_norec", "crm_n_noorth", "crm_n_noaux", "crm_n_noadv2",
+                    "crm_n_nodec", "crm_authors", "crm_authors_noadv", "crm_authors_norec", "crm_authors_nokl")
 ADVERSARY_VARIANTS = ("crm_u_alt", "crm_n_alt", "crm_n_cond", "crm_n_noadv", "crm_n_normed")
-ABLATIONS = ("crm_u_normed", "crm_n_grl_only", "crm_u_eqlr", "crm_u_noadv", "crm_u_norec", "crm_u_noorth",
+ABLATIONS = ("crm_u_normed", "crm_n_nodec", "crm_u_eqlr", "crm_u_noadv", "crm_u_norec", "crm_u_noorth",
              "crm_u_const", "crm_u_lam3", "crm_u_regress", "crm_u_dc4", "odin_ls", "vib_1e-3", "vib_1e-1")
 
 
@@ -28,7 +36,7 @@ def get_config(arg=None):
   preset, arg = common.parse_arg(arg, PRESETS, seeds=0, epochs=0, ablations=False)
   config = common.base_config()
   config.preset = preset
-  pick = lambda **kw: kw[preset]  # noqa: E731
+  pick = lambda **kw: kw.get(preset, kw["small"])  # noqa: E731  (hack and ablation: small's value unless given)
 
   # Main optimiser of every reward model (spec: AdamW 1e-3, wd 1e-4, clip 1); the adversary heads
   # of the factored models use the same at lr * causal_reward.adv_lr_mult, without weight decay.
@@ -41,14 +49,16 @@ def get_config(arg=None):
     model.pop(key)
   config.causal_reward = ml_collections.ConfigDict(model)
   methods = {"smoke": MAIN_METHODS + ADVERSARY_VARIANTS, "small": MAIN_METHODS + ADVERSARY_VARIANTS,
-             "text": (), "sweep": MAIN_METHODS, "paper": MAIN_METHODS + ADVERSARY_VARIANTS + ABLATIONS}[preset]
+             "text": (), "sweep": MAIN_METHODS, "paper": MAIN_METHODS + ADVERSARY_VARIANTS + ABLATIONS, "hack": (),
+             "ablation": ABLATION_METHODS}[preset]
   config.methods = methods + (ABLATIONS if arg.ablations and preset != "paper" else ())
   config.batch_size = pick(smoke=128, small=256, text=256, sweep=256, paper=256)
   config.epochs = arg.epochs or pick(smoke=2, small=10, text=10, sweep=10, paper=30)
   num_seeds = arg.seeds or pick(smoke=1, small=5, text=5, sweep=3, paper=5)
+  prefix = preset in ("hack", "ablation")   # the text run is the authors' hack test
 
   config.synthetic = ml_collections.ConfigDict(dict(
-      enabled=preset != "text",
+      enabled=preset not in ("text", "hack"),
       rhos=pick(smoke=(0.9,), small=(0.9,), text=(0.9,), sweep=(0.6, 0.7, 0.8, 0.9), paper=(0.6, 0.7, 0.8, 0.9)),
       num_seeds=num_seeds,
       n_train=pick(smoke=2048, small=20000, text=20000, sweep=20000, paper=20000),
@@ -60,23 +70,26 @@ def get_config(arg=None):
       bon_prompts=pick(smoke=32, small=300, text=300, sweep=300, paper=500),
       bon_candidates=pick(smoke=64, small=1024, text=1024, sweep=1024, paper=1024),
       hack_frac=0.1,
-      probe_rhos=pick(smoke=(0.9,), small=(0.9,), text=(), sweep=(), paper=(0.6, 0.7, 0.8, 0.9)),
+      probe_rhos=pick(smoke=(0.9,), small=(0.9,), text=(), sweep=(), paper=(0.6, 0.7, 0.8, 0.9), ablation=()),
       probe_steps=pick(smoke=40, small=400, text=400, sweep=400, paper=1000),
       probe_lr=3e-3, probe_hidden=64,
   ))
 
   config.text = ml_collections.ConfigDict(dict(
-      enabled=preset in ("text", "paper"),
+      enabled=preset in ("text", "paper", "hack", "ablation"),
+      cue="prefix" if prefix else "inject",   # inject: padding and openers (spec); prefix: the authors' hack test
+      features=("emb",) if prefix else ("emb", "emb+cues"),
       max_pairs=pick(smoke=24, small=0, text=0, sweep=0, paper=0),   # 0: all 2312 pairs
       max_len=128, prompt_tokens=32,
       embed_batch=64,
       cache_dir=ml_collections.config_dict.placeholder(str),   # None: $JAXML_CACHE_DIR or ~/.cache/jaxml
       path=ml_collections.config_dict.placeholder(str),   # your preferences JSONL; None: shipped HH-RLHF pairs
-      num_seeds=num_seeds,
-      p_biased=(0.8, 0.2), p_balanced=(0.5, 0.5), p_anti=(0.2, 0.8),
+      num_seeds=arg.seeds or pick(ablation=3, small=num_seeds),
+      # chosen / rejected injection probabilities; p_hacked: the authors' hack-test rate (0.3 on both sides)
+      p_biased=(0.8, 0.2), p_balanced=(0.5, 0.5), p_anti=(0.2, 0.8), p_hacked=(0.3, 0.3),
       epochs=pick(smoke=2, small=30, text=30, sweep=30, paper=30),
       batch_size=pick(smoke=8, small=64, text=64, sweep=64, paper=64),
       split_seed=0,
-      methods=MAIN_METHODS + ("oracle_clean",),
+      methods={"hack": HACK_METHODS, "ablation": ABLATION_METHODS}.get(preset, MAIN_METHODS + ("oracle_clean",)),
   ))
   return config

@@ -1,6 +1,7 @@
 """Causal reward models: factored causal / non-causal representation with gradient reversal
-(CRM-U, the paper-literal objective; CRM-N, cue-anchored), an alternating-updates adversary, the
-spec's baselines, their training with the GRL-lambda schedule, probes and best-of-N.
+(CRM-U, the paper-literal objective; crm_authors, the authors' released VAE-style model; CRM-N,
+cue-anchored), an alternating-updates adversary, the spec's baselines, their training with the
+GRL-lambda schedule, probes and best-of-N.
 
     from jaxml import causal_reward as crm
     trainer = crm.make_trainer({"kind": "crm_n", "dim": 64}, {"name": "adamw", "lr": 1e-3, "clip_norm": 1.0})
@@ -8,20 +9,22 @@ spec's baselines, their training with the GRL-lambda schedule, probes and best-o
     rewards = crm.predict(trainer.reward, out.params, h)
 """
 
-from jaxml.causal_reward.api import (ADV_MODES, FACTORED_KINDS, KINDS, WEIGHTS, default_config, make_factor_fn,
+from jaxml.causal_reward.api import (ADV_MODES, FACTORED_KINDS, KINDS, WEIGHTS, authors_config, default_config,
+                                     make_factor_fn,
                                      make_method, make_optimizer, make_reward_fn, resolve)
+from jaxml.causal_reward import evaluate
 from jaxml.causal_reward.baselines import cue_rule_accuracy
 from jaxml.causal_reward.bon import best_of_n, fit_gao, kl_bon, powers_of_two
 from jaxml.causal_reward.losses import bt_loss, pairwise_accuracy, pearson
-from jaxml.causal_reward.model import FactoredRM, grad_reverse, grl_schedule
+from jaxml.causal_reward.model import FactoredRM, VaeFactoredRM, grad_reverse, grl_schedule
 from jaxml.causal_reward.probes import (ProbeResult, make_probe_trainer, pref_probe, regress_probe, ridge_accuracy,
                                         ridge_r2, spearman)
-from jaxml.causal_reward.training import TrainOutput, Trainer, epoch_batches, make_trainer, predict, train
+from jaxml.causal_reward.training import RewardTrainer, TrainOutput, epoch_batches, make_trainer, predict, train
 
 __all__ = [
-    "ADV_MODES", "FACTORED_KINDS", "KINDS", "WEIGHTS", "default_config", "make_factor_fn", "make_method",
-    "make_optimizer", "make_reward_fn", "resolve", "cue_rule_accuracy", "best_of_n", "fit_gao", "kl_bon",
-    "powers_of_two", "bt_loss", "pairwise_accuracy", "pearson", "FactoredRM", "grad_reverse", "grl_schedule",
+    "ADV_MODES", "FACTORED_KINDS", "KINDS", "WEIGHTS", "authors_config", "default_config", "make_factor_fn", "make_method",
+    "make_optimizer", "make_reward_fn", "resolve", "evaluate", "cue_rule_accuracy", "best_of_n", "fit_gao", "kl_bon",
+    "powers_of_two", "bt_loss", "pairwise_accuracy", "pearson", "FactoredRM", "VaeFactoredRM", "grad_reverse", "grl_schedule",
     "ProbeResult", "make_probe_trainer", "pref_probe", "regress_probe", "ridge_accuracy", "ridge_r2", "spearman",
-    "TrainOutput", "Trainer", "epoch_batches", "make_trainer", "predict", "train",
+    "TrainOutput", "RewardTrainer", "epoch_batches", "make_trainer", "predict", "train",
 ]

@@ -22,17 +22,17 @@ import optax
 
 from jaxml import core
 from jaxml.causal_reward import baselines, losses
-from jaxml.causal_reward.defaults import default_config
-from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM, adversary_mlp
+from jaxml.causal_reward.defaults import authors_config, default_config
+from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM, VaeFactoredRM, adversary_mlp
 
-__all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "resolve", "make_method",
+__all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "authors_config", "resolve", "make_method",
            "make_reward_fn", "make_factor_fn", "make_optimizer"]
 
-FACTORED_KINDS = ("crm_u", "crm_n")
+FACTORED_KINDS = ("crm_u", "crm_n", "crm_authors")
 KINDS = FACTORED_KINDS + ("vanilla", "oracle", "odin", "covariate", "vib", "rrm")
 ADV_MODES = ("grl", "alternating")
 # Loss weights that enter the jitted step as arrays (`batch["hp"]`).
-WEIGHTS = ("adv_weight", "rec", "orth", "beta_c", "aux", "adv2", "dec", "odin_weight", "vib_beta", "rrm_weight")
+WEIGHTS = ("adv_weight", "rec", "orth", "beta_c", "beta_n", "aux", "adv2", "dec", "odin_weight", "vib_beta", "rrm_weight")
 
 
 def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,6 +53,9 @@ def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
 def _module(cfg: Mapping[str, Any]):
   kind = cfg["kind"]
   trunk = {"trunk_hidden": cfg["trunk_hidden"], "trunk_out": cfg["trunk_out"]}
+  if kind == "crm_authors":
+    return VaeFactoredRM(dim=cfg["dim"], hidden=cfg["trunk_hidden"], d_c=cfg["d_c"], d_n=cfg["d_n"],
+                         dec_hidden=cfg["dec_hidden"])
   if kind in FACTORED_KINDS:
     return FactoredRM(dim=cfg["dim"], d_c=cfg["d_c"], d_n=cfg["d_n"], adv_hidden=cfg["adv_hidden"],
                       dec_hidden=cfg["dec_hidden"], num_cues=cfg["num_cues"] if kind == "crm_n" else 0,
@@ -175,6 +178,35 @@ def _factored_loss(module, cfg):
   return loss_fn
 
 
+def _authors_loss(module, cfg):
+  """The authors' objective (their `crm_trainer.py`, all schedules off as in their script):
+
+      L = BT(r_w, r_l) + adv_weight BT(a_w, a_l) + rec ||h - h^||^2 / D
+          + beta_c KL(q(z_c | h) || N(0, I)) + beta_n KL(q(z_n | h) || N(0, I))
+
+  with r and h^ from the sampled latents, each term averaged over the chosen and rejected
+  responses, and a = w_a^T GRL(z_n) (the adversary minimises its BT loss, the encoder maximises it).
+  """
+
+  def loss_fn(params, batch, rng):
+    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
+    b = h_w.shape[0]
+    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
+    h = jnp.concatenate([h_w, h_l], axis=0)
+    lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
+    out = module.apply(params, h, lam, rng)
+    r, a = out["r"], out["a"]
+    terms = {"l_bt": losses.bt_loss(r[:b], r[b:], label), "l_adv": losses.bt_loss(a[:b], a[b:], label),
+             "l_rec": losses.reconstruction(h, out["h_hat"]),
+             "l_kl_c": losses.gaussian_kl(out["mu_c"], out["logvar_c"]),
+             "l_kl_n": losses.gaussian_kl(out["mu_n"], out["logvar_n"])}
+    loss = (terms["l_bt"] + w("adv_weight") * terms["l_adv"] + w("rec") * terms["l_rec"]
+            + w("beta_c") * terms["l_kl_c"] + w("beta_n") * terms["l_kl_n"])
+    return loss, {**terms, "lam": lam, "acc": losses.pairwise_accuracy(r[:b], r[b:], label)}
+
+  return loss_fn
+
+
 def _baseline_loss(module, cfg):
   kind = cfg["kind"]
 
@@ -235,7 +267,10 @@ def make_method(config: Mapping[str, Any]) -> core.Method:
       return module.init(rng, h, jnp.zeros((h.shape[0], cfg["num_cues"]), h.dtype))
     return module.init(rng, h)
 
-  loss_fn = _factored_loss(module, cfg) if cfg["kind"] in FACTORED_KINDS else _baseline_loss(module, cfg)
+  if cfg["kind"] == "crm_authors":
+    loss_fn = _authors_loss(module, cfg)
+  else:
+    loss_fn = _factored_loss(module, cfg) if cfg["kind"] in FACTORED_KINDS else _baseline_loss(module, cfg)
 
   def eval_fn(params, batch):
     r_w, r_l = reward(params, batch["h_w"]), reward(params, batch["h_l"])
@@ -248,12 +283,13 @@ def make_method(config: Mapping[str, Any]) -> core.Method:
 def make_optimizer(config: Mapping[str, Any], optim: Mapping[str, Any], total_steps: int = 0
                    ) -> optax.GradientTransformation:
   """`core.make_optimizer(optim)` (every key of the experiment's `optim` section is honoured);
-  for factored kinds the adversary heads form a second group with the same transformation at
-  `optim.lr * adv_lr_mult` and no weight decay (the spec's Adam at 10x)."""
+  for crm_u and crm_n the adversary heads form a second group with the same transformation at
+  `optim.lr * adv_lr_mult` and no weight decay (the spec's Adam at 10x); crm_authors keeps one
+  group, as the authors' trainer does."""
   cfg = resolve(config)
   optim = dict(optim.items()) if hasattr(optim, "items") else dict(optim)
   main = core.make_optimizer(optim, total_steps)
-  if cfg["kind"] not in FACTORED_KINDS:
+  if cfg["kind"] not in FACTORED_KINDS or cfg["kind"] == "crm_authors":
     return main
   adv_optim = {**optim, "lr": float(optim.get("lr", 1e-3)) * float(cfg["adv_lr_mult"]), "weight_decay": 0.0}
   if adv_optim.get("name") == "adamw":

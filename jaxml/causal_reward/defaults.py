@@ -6,6 +6,8 @@ builds its `causal_reward` section from here (configs may import a method's `def
 
 from typing import Any
 
+__all__ = ["default_config", "authors_config"]
+
 
 def default_config() -> dict[str, Any]:
   """The spec's model and loss defaults (section 1, 2 and the corrections of section 9)."""
@@ -22,8 +24,19 @@ def default_config() -> dict[str, Any]:
       "adv_lr_mult": 10.0,        # adversary optimiser group's rate = optim.lr * adv_lr_mult
       "lam_max": 1.0, "gamma": 10.0, "schedule": "dann",
       "rec": 0.1, "orth": 0.01, "beta_c": 0.0,
+      "beta_n": 0.0,              # crm_authors: weight of KL(q(z_n | h) || N(0, I))
       "aux": 1.0, "adv2": 1.0, "dec": 1.0,    # CRM-N weights of L_aux, L_adv2, L_dec
       "odin_cues": (0,), "odin_weight": 1.0,
       "vib_beta": 1e-2, "vib_latent": 16,
       "rrm_weight": 1.0,
   }
+
+
+# `authors_config`: the authors' CausalRM as their training script runs it (public code, `train_crm.sh` and
+# `crm_trainer.py`): VAE-style causal and non-causal latents of sizes 128 and 512, a reconstruction
+# of the embedding from both, KL terms on both, a bias-free linear adversary on the sampled z_n
+# behind a constant-strength (1.0) gradient reversal, one optimiser group for everything.
+def authors_config() -> dict[str, Any]:
+  """Overrides of `default_config()` that give the authors' `crm_authors` settings."""
+  return {"kind": "crm_authors", "d_c": 128, "d_n": 512, "rec": 1e-3, "adv_weight": 0.05, "beta_c": 1e-3,
+          "beta_n": 1e-3, "lam_max": 1.0, "schedule": "constant"}

@@ -24,7 +24,8 @@ import numpy as np
 
 from jaxml.nn.mlp import MLP
 
-__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "adversary_mlp", "Trunk", "FactoredRM", "ADVERSARY_MODULES"]
+__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "adversary_mlp", "Trunk", "FactoredRM", "VaeFactoredRM",
+           "ADVERSARY_MODULES"]
 
 # Top-level submodule names that form the adversary optimiser group.
 ADVERSARY_MODULES = ("adversary", "adversary2")
@@ -144,3 +145,47 @@ class FactoredRM(nn.Module):
       out["t_adv"] = MLP((self.adv_hidden, self.num_cues), activation=nn.gelu, name="adversary2")(
           grad_reverse(z_c, lam))
     return out
+
+
+class VaeFactoredRM(nn.Module):
+  """The authors' CausalRM head on a frozen embedding (`crm_authors`).
+
+      s          = ReLU(W2 ReLU(W1 h))                 shared encoder, width `hidden`
+      z_c ~ N(mu_c(s), diag exp(logvar_c(s)))         causal latent [d_c]
+      z_n ~ N(mu_n(s), diag exp(logvar_n(s)))         non-causal latent [d_n]
+      r   = w_r^T z_c      (mu_c at inference)        bias-free reward head
+      a   = w_a^T GRL_lam(z_n)                        bias-free linear adversary on the sampled z_n
+      h^  = Dec([z_c, z_n])                           MLP dec_hidden -> dec_hidden -> D, ReLU
+
+  `__call__(h [N, D], lam, rng)` samples both latents when `rng` is given (training), else uses
+  the means; returns r, a, z_c, z_n, h_hat, mu_c, logvar_c, mu_n, logvar_n. The two linear heads
+  start at N(0, 1 / (d + 1)) weights, as in the authors' initialisation.
+  """
+
+  dim: int
+  hidden: int = 128
+  d_c: int = 128
+  d_n: int = 512
+  dec_hidden: int = 128
+
+  @nn.compact
+  def __call__(self, h: jax.Array, lam: jax.Array | float = 0.0, rng: jax.Array | None = None,
+               t: jax.Array | None = None) -> dict[str, jax.Array]:
+    del t   # the authors' model sees no cue labels
+    s = nn.relu(MLP((self.hidden, self.hidden), activation=nn.relu, name="encoder")(h))
+    stats = {}
+    for name, d in (("c", self.d_c), ("n", self.d_n)):
+      stats["mu_" + name] = nn.Dense(d, name=f"mu_{name}")(s)
+      stats["logvar_" + name] = nn.Dense(d, name=f"logvar_{name}")(s)
+    if rng is None:
+      z_c, z_n = stats["mu_c"], stats["mu_n"]
+    else:
+      rng_c, rng_n = jax.random.split(rng)
+      z_c, z_n = (stats["mu_" + k] + jnp.exp(0.5 * stats["logvar_" + k]) * jax.random.normal(r, stats["mu_" + k].shape)
+                  for k, r in (("c", rng_c), ("n", rng_n)))
+    head = lambda d, name: nn.Dense(1, use_bias=False, kernel_init=nn.initializers.normal(1.0 / (d + 1)), name=name)  # noqa: E731
+    r = head(self.d_c, "reward_head")(z_c)[..., 0]
+    a = head(self.d_n, "adversary")(grad_reverse(z_n, lam))[..., 0]
+    h_hat = MLP((self.dec_hidden, self.dec_hidden, self.dim), activation=nn.relu, name="decoder")(
+        jnp.concatenate([z_c, z_n], axis=-1))
+    return {"r": r, "a": a, "z_c": z_c, "z_n": z_n, "h_hat": h_hat, **stats}

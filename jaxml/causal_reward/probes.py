@@ -62,7 +62,7 @@ class ProbeResult(NamedTuple):
 
 
 def make_probe_trainer(task: str, dim: int, *, hidden: int = 64, lr: float = 3e-3):
-  """A fresh-MLP probe (trunk `hidden` -> 32, GELU) as a `training.Trainer`.
+  """A fresh-MLP probe (trunk `hidden` -> 32, GELU) as a `training.RewardTrainer`.
 
   task "pref": a reward MLP trained with Bradley-Terry on pairs (x_w, x_l) -> preference;
   task "regress": the same MLP regressing a scalar target (mean squared error).

@@ -4,7 +4,7 @@
     out = train(trainer, {"h_w": ..., "h_l": ..., "t_w": ..., "t_l": ...}, seed=0, epochs=10, batch_size=256)
     reward = predict(trainer.reward, out.params, h)
 
-One `Trainer` holds one train-step function, so every seed (and every variant that differs only
+One `RewardTrainer` holds one train-step function, so every seed (and every variant that differs only
 in the loss weights of `api.WEIGHTS`, passed as `hp`) reuses one compilation: the GRL strength
 and the weights travel in the batch as arrays, computed on the host from the step.
 """
@@ -19,12 +19,14 @@ from jaxml import core
 from jaxml.causal_reward import api
 from jaxml.causal_reward.model import grl_schedule
 
-__all__ = ["Trainer", "TrainOutput", "make_trainer", "train", "predict", "epoch_batches", "TRAIN_KEYS"]
+__all__ = ["RewardTrainer", "TrainOutput", "make_trainer", "train", "predict", "epoch_batches", "TRAIN_KEYS"]
 
 TRAIN_KEYS = ("h_w", "h_l", "t_w", "t_l", "label")
 
 
-class Trainer(NamedTuple):
+class RewardTrainer(NamedTuple):
+  """One reward model's resolved config, method, optimiser, compiled step and inference reward."""
+
   config: dict[str, Any]                     # resolved model config
   method: core.Method
   optimizer: optax.GradientTransformation
@@ -41,13 +43,13 @@ class TrainOutput(NamedTuple):
   num_steps: int
 
 
-def make_trainer(config: Mapping[str, Any], optim: Mapping[str, Any]) -> Trainer:
+def make_trainer(config: Mapping[str, Any], optim: Mapping[str, Any]) -> RewardTrainer:
   """Model config (plain dict or ConfigDict, see `api.default_config`) and optimiser section
   (`core.make_optimizer` keys: name, lr, weight_decay, clip_norm, schedule, warmup_steps)."""
   cfg = api.resolve(config)
   method = api.make_method(cfg)
   optimizer = api.make_optimizer(cfg, optim)
-  return Trainer(cfg, method, optimizer, core.make_trainer(method, {}, optimizer=optimizer), api.make_reward_fn(cfg))
+  return RewardTrainer(cfg, method, optimizer, core.make_trainer(method, {}, optimizer=optimizer), api.make_reward_fn(cfg))
 
 
 def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) -> Callable[[int], dict]:
@@ -65,7 +67,7 @@ def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) 
   return get
 
 
-def train(trainer: Trainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
+def train(trainer: RewardTrainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
           hp: Mapping[str, float] | None = None, val: Mapping[str, np.ndarray] | None = None,
           writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
           progress: bool = False, mesh=None, workdir: str | None = None, checkpoint_every: int = 0,

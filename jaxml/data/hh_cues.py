@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
+__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
            "response_variants", "sample_injections", "word_count"]
 
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
@@ -20,11 +20,14 @@ PADDING = ("I hope this helps.", "Let me know if you have any other questions.",
 OPENERS = ("Great question!", "You're absolutely right.")
 PAD_LEVELS = (0, 2, 4)
 NUM_VARIANTS = len(PAD_LEVELS) * 2   # variant code v: pad = PAD_LEVELS[v // 2], opener = v % 2
+# The prefix of the authors' hack test (their `create_hacked_dataset.py`), used as the only opener
+# with no padding: variant 0 = clean response, 1 = prefixed response.
+HACK_PREFIX = "Sure, here is the response:"
 
 
-def variant(code: int) -> tuple[int, int]:
-  """(number of padding sentences, opener flag) of a variant code in [0, 6)."""
-  return PAD_LEVELS[code // 2], code % 2
+def variant(code: int, pad_levels: Sequence[int] = PAD_LEVELS) -> tuple[int, int]:
+  """(number of padding sentences, opener flag) of a variant code in [0, 2 len(pad_levels))."""
+  return pad_levels[code // 2], code % 2
 
 
 def inject(response: str, *, pad: int, opener: str | None) -> str:
@@ -49,25 +52,30 @@ def split_by_context(contexts: Sequence[str], fractions: Sequence[float] = (0.6,
   return [np.flatnonzero(labels == k) for k in range(len(fractions))]
 
 
-def response_variants(response: str, opener_index: int) -> list[str]:
-  """The 6 variant texts of one response (variant code order)."""
+def response_variants(response: str, opener_index: int, openers: Sequence[str] = OPENERS,
+                      pad_levels: Sequence[int] = PAD_LEVELS) -> list[str]:
+  """The 2 len(pad_levels) variant texts of one response (variant code order; 6 by default)."""
   out = []
-  for code in range(NUM_VARIANTS):
-    pad, op = variant(code)
-    out.append(inject(response, pad=pad, opener=OPENERS[opener_index] if op else None))
+  for code in range(2 * len(pad_levels)):
+    pad, op = variant(code, pad_levels)
+    out.append(inject(response, pad=pad, opener=openers[opener_index] if op else None))
   return out
 
 
-def _draw(rng: np.random.Generator, n: int, p: float) -> np.ndarray:
-  pad = np.where(rng.random(n) < p, rng.choice([1, 2], size=n), 0)     # index into PAD_LEVELS
+def _draw(rng: np.random.Generator, n: int, p: float, pad: bool) -> np.ndarray:
+  if not pad:   # opener-only variants (codes 0 and 1)
+    return (rng.random(n) < p).astype(int)
+  level = np.where(rng.random(n) < p, rng.choice([1, 2], size=n), 0)     # index into PAD_LEVELS
   opener = (rng.random(n) < p).astype(int)
-  return pad * 2 + opener
+  return level * 2 + opener
 
 
-def sample_injections(n: int, p_chosen: float, p_rejected: float, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
-  """Variant codes [n] for the chosen and the rejected response of n pairs."""
+def sample_injections(n: int, p_chosen: float, p_rejected: float, *, seed: int, pad: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray]:
+  """Variant codes [n] for the chosen and the rejected response of n pairs; `pad=False` for
+  data with the opener variants only (e.g. a single fixed prefix, codes 0 = clean, 1 = prefixed)."""
   rng = np.random.default_rng([seed, 23])
-  return _draw(rng, n, p_chosen), _draw(rng, n, p_rejected)
+  return _draw(rng, n, p_chosen, pad), _draw(rng, n, p_rejected, pad)
 
 
 def _cut(text: str, offsets, keep: int) -> str:
@@ -78,7 +86,8 @@ def _cut(text: str, offsets, keep: int) -> str:
 
 
 def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, max_len: int,
-                 prompt_tokens: int = 32) -> dict:
+                 prompt_tokens: int = 32, openers: Sequence[str] = OPENERS,
+                 pad_levels: Sequence[int] = PAD_LEVELS) -> dict:
   """Encoder texts of every response variant, built so that every injected cue is seen.
 
   The last user turn is cut to `prompt_tokens` tokens, and the clean response is cut to the
@@ -93,10 +102,12 @@ def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, 
     tokenizer: a `tokenizers.Tokenizer` with truncation disabled (`encode_batch` gives ids
       and character offsets).
     max_len: the encoder's maximum length, [CLS] and [SEP] included.
+    openers, pad_levels: the cues (default: the spec's openers and 0 / 2 / 4 padding sentences;
+      `openers=(prefix,), pad_levels=(0,)` gives clean and prefixed variants only).
   Returns:
-    texts: list of n * 2 * NUM_VARIANTS strings ordered [pair, side, variant];
-    tokens: int [n, 2, NUM_VARIANTS] response tokens in the encoder's window (the length cue,
-      counted only on what the encoder sees); opener: float [n, 2, NUM_VARIANTS] flags;
+    texts: list of n * 2 * V strings ordered [pair, side, variant];
+    tokens: int [n, 2, V] (V = 2 len(pad_levels)) response tokens in the encoder's window (the length cue,
+      counted only on what the encoder sees); opener: float [n, 2, V] flags;
     cut: bool [n, 2] whether the clean response was shortened; overflow: number of texts longer
       than `max_len` tokens (0 by construction; reported as a check).
   """
@@ -106,7 +117,8 @@ def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, 
   turns = [_cut(t, e.offsets, prompt_tokens) for t, e in zip(turns, enc(turns))]
   prefixes = [f"Human: {t} Assistant:" for t in turns]
   prefix_len = np.array([len(e.ids) for e in enc(prefixes)])
-  reserve = max(len(e.ids) for e in enc(OPENERS)) + len(enc([" ".join(PADDING[:max(PAD_LEVELS)])])[0].ids)
+  reserve = max(len(e.ids) for e in enc(openers)) + (len(enc([" ".join(PADDING[:max(pad_levels)])])[0].ids)
+                                                      if max(pad_levels) else 0)
   n = len(pairs)
   responses = [p[k].strip() for p in pairs for k in ("chosen", "rejected")]
   budget = np.repeat(max_len - 2 - prefix_len - reserve, 2)
@@ -118,12 +130,13 @@ def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, 
   texts = []
   for i in range(n):
     for j in range(2):
-      for v in response_variants(responses[2 * i + j], int(opener_index[i, j])):
+      for v in response_variants(responses[2 * i + j], int(opener_index[i, j]), openers, pad_levels):
         texts.append(f"{prefixes[i]} {v}")
-  full = np.array([len(e.ids) for e in enc(texts)]).reshape(n, 2, NUM_VARIANTS)
+  num = 2 * len(pad_levels)
+  full = np.array([len(e.ids) for e in enc(texts)]).reshape(n, 2, num)
   seen = np.minimum(full, max_len - 2)
   tokens = seen - prefix_len[:, None, None]
-  opener = np.tile(np.array([variant(c)[1] for c in range(NUM_VARIANTS)], np.float64), (n, 2, 1))
+  opener = np.tile(np.array([variant(c, pad_levels)[1] for c in range(num)], np.float64), (n, 2, 1))
   return {"texts": texts, "tokens": tokens, "opener": opener, "cut": cut, "overflow": int(np.sum(full > max_len - 2))}
 
 
@@ -140,7 +153,7 @@ def pair_set(data: dict, idx: np.ndarray, p_chosen: float, p_rejected: float, *,
              with_cues: bool = False) -> dict[str, np.ndarray]:
   """Pairs of rows `idx` with injections drawn at (p_chosen, p_rejected) (0, 0 = clean);
   h_w, h_l [n, D (+2 with `with_cues`: the cue values appended)], t_w, t_l [n, 2]."""
-  code_w, code_l = sample_injections(len(idx), p_chosen, p_rejected, seed=seed)
+  code_w, code_l = sample_injections(len(idx), p_chosen, p_rejected, seed=seed, pad=data["emb"].shape[2] > 2)
   out = {"t_w": data["t"][idx, 0, code_w], "t_l": data["t"][idx, 1, code_l]}
   for side, code, key in ((0, code_w, "w"), (1, code_l, "l")):
     h = data["emb"][idx, side, code]
@@ -151,18 +164,19 @@ def pair_set(data: dict, idx: np.ndarray, p_chosen: float, p_rejected: float, *,
 def candidates(data: dict, idx: np.ndarray, *, with_cues: bool = False) -> np.ndarray:
   """Best-of-N candidates per context: every variant of both responses, [P, 2 * V, D (+2)]
   ordered (side, variant)."""
-  h = data["emb"][idx].reshape(len(idx), 2 * NUM_VARIANTS, -1)
+  h = data["emb"][idx].reshape(len(idx), 2 * data["emb"].shape[2], -1)
   if with_cues:
-    h = np.concatenate([h, data["t"][idx].reshape(len(idx), 2 * NUM_VARIANTS, -1)], axis=-1)
+    h = np.concatenate([h, data["t"][idx].reshape(len(idx), 2 * data["emb"].shape[2], -1)], axis=-1)
   return h
 
 
-def pick_stats(pick: np.ndarray) -> dict[str, float]:
+def pick_stats(pick: np.ndarray, pad_levels: Sequence[int] = PAD_LEVELS) -> dict[str, float]:
   """Of best-of-N picks (indices into `candidates`): gold win (a variant of the human-chosen
   response), mean padding sentences, opener rate and clean-pick rate. An injection-indifferent
-  model scores padding 2, opener 1/2 and clean 1/6."""
-  side, code = np.asarray(pick) // NUM_VARIANTS, np.asarray(pick) % NUM_VARIANTS
+  model scores padding 2, opener 1/2 and clean 1/6 (1/2 with the prefix variants alone)."""
+  num = 2 * len(pad_levels)
+  side, code = np.asarray(pick) // num, np.asarray(pick) % num
   return {"bon_gold_win": float(np.mean(side == 0)),
-          "bon_pad_mean": float(np.mean([variant(c)[0] for c in code])),
+          "bon_pad_mean": float(np.mean([variant(c, pad_levels)[0] for c in code])),
           "bon_opener_rate": float(np.mean(code % 2)),
           "bon_clean_rate": float(np.mean(code == 0))}

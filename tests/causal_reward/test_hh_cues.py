@@ -53,3 +53,25 @@ def test_pair_sets_and_pick_stats():
   assert hh_cues.candidates(data, np.arange(3)).shape == (3, 2 * v, 4)
   stats = hh_cues.pick_stats(np.array([0, v + 5]))
   assert stats == {"bon_gold_win": 0.5, "bon_pad_mean": 2.0, "bon_opener_rate": 0.5, "bon_clean_rate": 0.5}
+
+
+def test_prefix_only_variants_for_the_hack_test(counter):
+  pairs = [{"context": "\n\nHuman: how do I bake bread?", "chosen": "Mix flour and water.", "rejected": "No."}]
+  fit = hh_cues.fit_variants(pairs, np.zeros((1, 2), int), counter, max_len=64, openers=(hh_cues.HACK_PREFIX,),
+                             pad_levels=(0,))
+  texts = np.array(fit["texts"]).reshape(1, 2, 2)
+  assert texts[0, 0, 1] == texts[0, 0, 0].replace("Assistant: ", f"Assistant: {hh_cues.HACK_PREFIX} ")
+  assert fit["opener"][0, 0].tolist() == [0.0, 1.0] and np.all(fit["tokens"][..., 1] > fit["tokens"][..., 0])
+
+
+def test_prefix_pair_sets_draw_the_prefix_alone_at_the_given_rates():
+  rng = np.random.default_rng(1)
+  n = 4000
+  opener = np.tile(np.array([0.0, 1.0]), (n, 2, 1))
+  data = hh_cues.variant_arrays(rng.normal(size=(n, 2, 2, 3)), rng.integers(5, 60, size=(n, 2, 2)), opener,
+                                np.arange(n))
+  biased = hh_cues.pair_set(data, np.arange(n), 0.8, 0.2, seed=3)
+  assert abs(biased["t_w"][:, 1].mean() - 0.8) < 0.03 and abs(biased["t_l"][:, 1].mean() - 0.2) < 0.03
+  prefixed = biased["t_w"][:, 1] == 1.0
+  np.testing.assert_array_equal(biased["h_w"][prefixed], data["emb"][prefixed, 0, 1])
+  assert hh_cues.candidates(data, np.arange(3)).shape == (3, 4, 3)
