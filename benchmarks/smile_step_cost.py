@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxml.smile import baselines, chains, kernel, targets
+from jaxml.smile import adaptation, baselines, chains, kernel, targets
 
 
 def main() -> None:
@@ -34,8 +34,8 @@ def main() -> None:
   starts = jax.vmap(lambda r: model.init(r, x[:1]))(jax.random.split(jax.random.key(0), c))
   mb = {"x": jnp.broadcast_to(x[:b], (c, b, p)), "y": jnp.broadcast_to(y[:b], (c, b))}
   kernels = {"psmile": chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3)),
-             "psmile_naive": chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3, tuned=False)),
-             "smile_naive": chains.smile_chain_kernel(kernel.smile(logd, step_size=1e-3, tuned=False)),
+             "psmile_naive": chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3, tuner=adaptation.fixed_tuner())),
+             "smile_naive": chains.smile_chain_kernel(kernel.smile(logd, step_size=1e-3, tuner=adaptation.fixed_tuner())),
              "sgld": baselines.sgld_kernel(logd, step_size=1e-5)}
   per_step = {}
   for name, k in kernels.items():

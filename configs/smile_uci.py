@@ -18,8 +18,9 @@ Presets
          (CPU reductions), e.g. configs/smile_uci.py:ref:datasets=energy,splits=1,budget_scale=0.1
   uci11  the `ref` protocol on all 11 UCI sets (protocol "auto": the 20-split PBP protocol where a set has it,
          splits 0-2; airfoil and bikesharing, which have only the 70/10/20 splits, use those, splits 1-3).
-         ~3 h per (dataset, split) x 33 on 2 CPU cores at full budget: an accelerator preset, or use
-         budget_scale / datasets= / splits= to cut it (e.g. uci11:budget_scale=0.05,datasets=yacht+boston).
+         Run one job per (dataset, split): at full budget with methods=de+psmile_naive+psmile_clamp+sgld+sghmc a
+         job took 490-1,375 s on 2 CPU cores (protein slowest; about 7 h for all 33). Cut it with
+         budget_scale / datasets= / splits= (e.g. uci11:budget_scale=0.05,datasets=yacht+boston).
   A      airfoil, energy, bikesharing on the 70/10/20 `index_smile_*` splits 1-3 (anchor-comparable,
          standardised targets); 16-16-16 ReLU -> mu + global log sigma. CPU-sized: the per-chain
          budget is `budget_epochs` epochs of per-example gradients (spec default 1000; reduced here).
@@ -40,10 +41,10 @@ UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "na
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
                "mclmc_native")
-# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (five tuners: ref, energy_var,
-# energy_quantile, virial, virial_ladder) beside it.
-REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
-               "psmile_vl", "sgld", "csgld", "sghmc", "mclmc_native")
+# `ref`: the authors' UCI protocol (spec §14) with the baselines and tuned pSMILE (the authors' rule `psmile` and
+# the virial rule `psmile_vt`) beside it.
+REF_METHODS = ("map", "de", "smile_naive", "psmile_naive", "psmile_clamp", "psmile", "psmile_vt", "sgld", "csgld",
+               "sghmc", "mclmc_native")
 REF_STEPS = (50_000, 10_000)    # SMILE warmup + sampling steps per chain (thin 10 -> 1000 kept)
 
 
@@ -84,17 +85,7 @@ def get_config(arg=None):
     s.alpha = 0.1
     s.delta = 0.02
     s.beta = 0.01
-  if "psmile_ev" in methods:     # tuned pSMILE, tuner="energy_var": one ε₀, no grid
-    s.ev_step_size = (1e-3,)
-  if "psmile_eq" in methods:     # tuned pSMILE, tuner="energy_quantile": one ε₀, no grid
-    s.eq_step_size = (1e-3,)
-    # Chosen on energy split 1 (full budget; drift < 2 first, then validation LPPD; docs/methods/smile.md):
-    s.eq_decay_steps = 100       # t₀ of the second-half gain γ₀/(1 + (t − W/2)/t₀); 0: the plain gain γ₀ (W/2)/t
-    s.eq_pool_chains = True      # True: one ε per ε₀ from the signal averaged over the chains
-    # (same rule, docs/methods/smile.md): "midmean" (the middle half of the chains by recent crossing rate) over
-    # "mean" (all chains): lower drift on naval, higher validation LPPD on energy and airfoil.
-    s.eq_pool_stat = "midmean"
-  if "psmile_vt" in methods:     # tuned pSMILE, tuner="virial": one ε₀, no grid
+  if "psmile_vt" in methods:     # tuned pSMILE with the virial rule (adaptation.virial_tuner): one ε₀, no grid
     s.vt_step_size = (1e-3,)
     # Median of T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1: T̂ ≈ 1 below the ε where chains start to run hot, so a
     # target of exactly 1 has no drive there (chosen on a 50-d Gaussian, tests/smile/test_virial_tuner.py).
@@ -102,18 +93,7 @@ def get_config(arg=None):
     # γ₀ chosen on energy split 1's ε traces (drift and path only, no LPPD): 1e-3 overshot to 1.7e-4 (T̂ lags ε by
     # 10k+ steps; drift 2.58), 1e-4 barely left ε₀ (8.7e-4), 3e-4 went to 6.5e-4 (drift 1.26); docs/methods/smile.md.
     s.vt_gain = 3e-4             # Robbins–Monro gain γ₀ on log ε (±0.015 % per step when all chains agree)
-    s.vt_decay_steps = 0         # 0: classic γ₀ (W/2)/t over the second half (a gain that can still move ε)
     s.vt_settle_frac = 0.25      # ε held at ε₀ over the first quarter of the warmup (chains travel from the members)
-  if "psmile_vl" in methods:     # tuned pSMILE, tuner="virial_ladder": one ε₀, a pilot ladder instead of a grid
-    s.vl_step_size = (1e-3,)
-    # Set before any UCI run of it (docs/methods/smile.md): the pilot is the first 40 % of the
-    # warmup (the virial rule's traces: T̂ needs 10k+ steps to show heat), 5 rungs a factor 2 apart (ε₀/4 … 4 ε₀,
-    # 2 of 10 chains each), each chain's signal an EMA over the pilot's last quarter, the virial rule's target 1.1.
-    s.vl_target = 1.1
-    s.vl_rungs = 5
-    s.vl_ratio = 2.0
-    s.vl_frac = 0.4
-    s.vl_window = 0.25
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
@@ -158,7 +138,7 @@ def get_config(arg=None):
   s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
   # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
   s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt", "psmile_vl", "psmile_clamp"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:

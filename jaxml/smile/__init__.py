@@ -1,18 +1,19 @@
 """SMILE: stochastic-gradient microcanonical Langevin ensembles (ICML 2026) on blackjax 1.7.
 
-Kernels (`smile`, `psmile`), the Gamma-quantile tuner and noise preconditioner
-(`adaptation`), BNN targets and predictive metrics (`targets`), the chain runner
+Kernels (`smile`, `psmile`, `build_kernel`), the step-size tuners as `Tuner(init, update)` values and the
+noise preconditioner (`adaptation`), BNN targets and predictive metrics (`targets`), the chain runner
 (`chains`), SG-MCMC baselines (`baselines`), the ensemble member method (`api`) and the
 ensemble → warmup → sampling pipeline with step-size selection (`pipeline`).
 """
 
-from jaxml.smile.adaptation import (PrecondConfig, PrecondState, TunerConfig, TunerState, gamma_quantile,
-                                    mile_warmup, precond_init, precond_inverse_mass, precond_update,
-                                    tuner_init, tuner_thresholds, tuner_update)
+from jaxml.smile.adaptation import (PrecondConfig, PrecondState, RefConfig, StepInput, Tuner, TunerState,
+                                    fixed_tuner, gamma_quantile, mile_warmup, per_chain_tuner, precond_init,
+                                    precond_inverse_mass, precond_update, ref_tuner, tuner_init, tuner_thresholds,
+                                    tuner_update, virial_tuner)
 from jaxml.smile.chains import (ChainKernel, ChainResult, make_chain_runner, make_mclmc_runner, peg_per_step,
                                 run_chains, run_mclmc, smile_chain_kernel)
 from jaxml.smile.api import make_classifier_method, make_method, make_model
-from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, psmile, smile, smile_family
+from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, build_kernel, psmile, smile
 from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Samplers, authors_row_order, eps_drift,
                                   evaluate, fit_ensemble, make_samplers,
                                   member_plan, run_classification, run_split, sample_split, sampler_batch_size,
@@ -20,10 +21,11 @@ from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Sampler
 
 __all__ = [
     "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "PrecondState", "SMILE_VARIANTS", "TUNED_PSMILE",
-    "Sampler", "Samplers", "SmileInfo", "SmileState", "TunerConfig", "TunerState", "authors_row_order", "eps_drift", "evaluate", "fit_ensemble",
+    "RefConfig", "Sampler", "Samplers", "SmileInfo", "SmileState", "StepInput", "Tuner", "TunerState", "authors_row_order", "eps_drift", "evaluate", "fit_ensemble",
     "gamma_quantile", "make_chain_runner", "make_classifier_method", "make_mclmc_runner", "make_method",
     "make_model", "make_samplers", "member_plan", "mile_warmup", "peg_per_step", "precond_init",
     "precond_inverse_mass", "precond_update", "psmile", "run_chains", "run_classification", "run_mclmc",
-    "run_split", "sample_split", "sampler_batch_size", "schedule", "smile", "smile_chain_kernel", "smile_family",
-    "step_grid", "tuner_init", "tuner_thresholds", "tuner_update",
+    "run_split", "sample_split", "sampler_batch_size", "schedule", "smile", "smile_chain_kernel",
+    "step_grid", "tuner_init", "tuner_thresholds", "tuner_update", "build_kernel", "fixed_tuner", "per_chain_tuner",
+    "ref_tuner", "virial_tuner",
 ]

@@ -59,7 +59,8 @@ def peg_per_step(grads_per_step: int, batch_size: int) -> int:
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
   """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner.
 
-  hyper may hold "step_size" (ε₀), "variant" (bool [2]) and "clamp" (bool; both only for `smile_family`).
+  hyper may hold "step_size" (ε₀), "precondition" and "clamp" (per-chain bools of the state) and "tuned" (the
+  flag of an `adaptation.per_chain_tuner`).
   """
 
   def init(position, minibatch, rng, hyper):
@@ -67,10 +68,11 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
     if "step_size" in hyper:
       eps = jnp.asarray(hyper["step_size"], jnp.float32)
       state = state._replace(step_size=eps, initial_step_size=eps)
-    if "variant" in hyper:
-      state = state._replace(variant=jnp.asarray(hyper["variant"], bool))
-    if "clamp" in hyper:
-      state = state._replace(clamp=jnp.asarray(hyper["clamp"], bool))
+    for name in ("precondition", "clamp"):
+      if name in hyper:
+        state = state._replace(**{name: jnp.asarray(hyper[name], bool)})
+    if "tuned" in hyper:
+      state = state._replace(tuner=state.tuner._replace(on=jnp.asarray(hyper["tuned"], bool)))
     return state
 
   def step(rng, state, minibatch, t):

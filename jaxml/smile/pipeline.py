@@ -26,23 +26,23 @@ import numpy as np
 
 from jaxml import core
 from jaxml.metrics import mcmc
-from jaxml.smile import api, baselines, chains, kernel, targets
+from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
            "family_hypers", "group_hypers", "TUNED_PSMILE",
            "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
-METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_ev", "psmile_eq", "psmile_vt",
-           "psmile_vl", "psmile_clamp", "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "sgld", "csgld",
+           "sghmc", "mclmc", "mclmc_native")
 # The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
 # on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
                   "psmile": (True, True), "psmile_clamp": (True, False)}
 CLAMPED = ("psmile_clamp",)
-# The tuned pSMILE methods with an absolute-target tuner, each its own group, -> the prefix of its config keys
-# (`<prefix>_step_size`, ...): energy_var, energy_quantile, virial, virial_ladder.
-TUNED_PSMILE = {"psmile_ev": "ev", "psmile_eq": "eq", "psmile_vt": "vt", "psmile_vl": "vl"}
+# The tuned pSMILE methods with their own tuner, each its own group, -> the prefix of its config keys
+# (`<prefix>_step_size`, ...): the virial rule.
+TUNED_PSMILE = {"psmile_vt": "vt"}
 
 Result = tuple[dict[str, float], dict[str, float]]
 
@@ -244,23 +244,22 @@ def _precond_clamp(cfg: Any) -> bool:
 
 
 def _smile_options(cfg: Any) -> dict:
-  """Kernel options shared by every SMILE group: L, the non-finite rule and the preconditioner clamp."""
-  return {"L": math.inf if not cfg.L else float(cfg.L), "clamp": _precond_clamp(cfg),
-          "nonfinite_halving": bool(cfg.get("nonfinite_halving", True))}
+  """Kernel options shared by every SMILE group: L and the preconditioner clamp."""
+  return {"L": math.inf if not cfg.L else float(cfg.L), "clamp": _precond_clamp(cfg)}
 
 
-def _eq_pool_stat(cfg: Any) -> dict:
-  """`eq_pool_stat` ("mean" / "midmean", see `adaptation`) when the config sets it; else the TunerConfig default."""
-  stat = cfg.get("eq_pool_stat")
-  return {} if stat is None else {"pool_stat": str(stat)}
+def _fixed(cfg: Any) -> adaptation.Tuner:
+  """The fixed-ε rule of the naive variants: ε halved on a non-finite step unless `nonfinite_halving` is off."""
+  return adaptation.fixed_tuner(halve_nonfinite=bool(cfg.get("nonfinite_halving", True)))
 
 
 def family_hypers(cfg: Any, combos: Sequence[tuple[str, float]], k: int) -> dict[str, jnp.ndarray]:
   """Per-chain hypers of the `smile_family` runner for `combos` [(method, ε₀)], k chains each (combo-major):
   ε₀, the variant (precondition, tuned) and the r clamp (`precond_clamp`, on for `CLAMPED`)."""
   clamp = _precond_clamp(_c(cfg))
+  variants = np.repeat(np.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0)
   return {"step_size": jnp.repeat(jnp.asarray([e for _, e in combos], jnp.float32), k),
-          "variant": jnp.repeat(jnp.asarray([SMILE_VARIANTS[m] for m, _ in combos], bool), k, axis=0),
+          "precondition": jnp.asarray(variants[:, 0]), "tuned": jnp.asarray(variants[:, 1]),
           "clamp": jnp.repeat(jnp.asarray([clamp or m in CLAMPED for m, _ in combos], bool), k)}
 
 
@@ -275,45 +274,21 @@ def group_hypers(cfg: Any, group: str, combos: Sequence[tuple[str, float]], k: i
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
   """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
 
-  `psmile_ev`: tuned pSMILE with the absolute-target tuner (`tuner="energy_var"`, 3 batch gradients
-  per step) from one ε₀ (`ev_step_size`). `psmile_eq`: tuned pSMILE with `tuner="energy_quantile"`
-  (3 batch gradients per step) from one ε₀ (`eq_step_size`), tuned over the `warmup_steps` and frozen;
-  `eq_decay_steps` is the t₀ of its second-half gain (0: γ₀h/t), `eq_pool_chains` pools its signal over chains
-  (`eq_pool_stat`: over all chains or the robust midmean). `psmile_vt`: tuned pSMILE with `tuner="virial"`
-  (2 batch gradients per step, as the naive kernels) from one ε₀ (`vt_step_size`), the chains' signal pooled, gain
-  `vt_gain`, target `vt_target`, second-half t₀ `vt_decay_steps`, ε held at ε₀ for the first `vt_settle_frac` of the
-  warmup, tuned over the rest and frozen. `psmile_vl`: tuned pSMILE with `tuner="virial_ladder"` (2 batch gradients
-  per step) from one ε₀ (`vl_step_size`): a pilot over the first `vl_frac` of the warmup on `vl_rungs` rungs
-  ε₀ · `vl_ratio`^(r − (R − 1)/2), ε* = the largest rung whose median T̂ (and its lower rungs') is ≤ `vl_target`
-  (EMA over `vl_window` of the pilot), the chains above it restarted, ε* frozen from then on.
+  `smile_family`: the four SMILE variants and `psmile_clamp` in one compile (the authors' rule or a fixed ε per
+  chain, `adaptation.per_chain_tuner`). `psmile_vt`: tuned pSMILE with the virial rule from one ε₀
+  (`vt_step_size`), the chains' signal pooled, gain `vt_gain`, target `vt_target`, ε held at ε₀ for the first
+  `vt_settle_frac` of the warmup, tuned over the rest and frozen.
   """
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
-    sampler = kernel.smile_family(logd, step_size=default, same_batch_energy=bool(cfg.same_batch_energy),
-                                  p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta,
-                                  **_smile_options(cfg))
-    return chains.smile_chain_kernel(sampler)
-  if group == "psmile_ev":
-    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_var",
-                                                   **_smile_options(cfg)))
-  if group == "psmile_eq":
-    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="energy_quantile",
-                                                   adapt_steps=int(warmup_steps), decay_steps=int(cfg.eq_decay_steps),
-                                                   pool_chains=bool(cfg.eq_pool_chains), **_eq_pool_stat(cfg),
-                                                   **_smile_options(cfg)))
+    ref = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuner=adaptation.per_chain_tuner(
+        ref, _fixed(cfg)), same_batch_energy=bool(cfg.same_batch_energy), **_smile_options(cfg)))
   if group == "psmile_vt":
-    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="virial",
-                                                   adapt_steps=int(warmup_steps), decay_steps=int(cfg.vt_decay_steps),
-                                                   quantile_gain=float(cfg.vt_gain), virial_target=float(cfg.vt_target),
-                                                   settle_frac=float(cfg.vt_settle_frac),
-                                                   pool_chains=True, **_smile_options(cfg)))
-  if group == "psmile_vl":
-    # (`make_samplers` first builds each kernel without a warmup, only to read its gradients per step)
-    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuned=True, tuner="virial_ladder",
-                                                   adapt_steps=max(int(warmup_steps), 1), virial_target=float(cfg.vl_target),
-                                                   ladder_rungs=int(cfg.vl_rungs), ladder_ratio=float(cfg.vl_ratio),
-                                                   ladder_frac=float(cfg.vl_frac), ladder_window=float(cfg.vl_window),
-                                                   **_smile_options(cfg)))
+    tuner = adaptation.virial_tuner(adapt_steps=int(warmup_steps), gain=float(cfg.vt_gain),
+                                    target=float(cfg.vt_target), settle_frac=float(cfg.vt_settle_frac),
+                                    pool_chains=True)
+    return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuner=tuner, **_smile_options(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":
@@ -535,8 +510,8 @@ def run_classification(cfg: Any, train_cfg: Any, apply_fn: Callable, init_fn: Ca
   for method in cfg.methods:
     t1 = time.perf_counter()
     if method == "psmile":
-      kern = chains.smile_chain_kernel(kernel.psmile(logd, step_size=step_grid(cfg, "psmile")[0], p_reset=cfg.p_reset,
-                                                     alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta))
+      tuner = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+      kern = chains.smile_chain_kernel(kernel.psmile(logd, step_size=step_grid(cfg, "psmile")[0], tuner=tuner))
     elif method == "sgld":
       kern = baselines.sgld_kernel(logd, step_size=step_grid(cfg, "sgld")[0])
     else:

@@ -19,12 +19,12 @@ def test_gamma_quantile_matches_scipy():
 
 def test_thresholds_ordered():
   st = adapt.TunerState(jnp.float32(3.0), jnp.float32(1.0), jnp.int32(50))
-  q_reset, q_hi, q_lo = adapt.tuner_thresholds(st, adapt.TunerConfig())
+  q_reset, q_hi, q_lo = adapt.tuner_thresholds(st, adapt.RefConfig())
   assert float(q_lo) < float(q_hi) < float(q_reset)
 
 
 def test_tuner_statistics_converge_to_moments():
-  cfg = adapt.TunerConfig(beta=0.01)
+  cfg = adapt.RefConfig(beta=0.01)
   draws = np.random.default_rng(0).gamma(4.0, 0.5, size=5000).astype(np.float32)
   st = jax.lax.scan(lambda s, a: (adapt.tuner_update(s, a, cfg), None), adapt.tuner_init(), jnp.asarray(draws))[0]
   assert int(st.t) == 5001
@@ -37,7 +37,7 @@ def test_tuner_statistics_converge_to_moments():
 
 
 def test_step_size_rule():
-  cfg = adapt.TunerConfig()
+  cfg = adapt.RefConfig()
   st = adapt.TunerState(jnp.float32(1.0), jnp.float32(0.3), jnp.int32(20))
   eps, eps0, no = jnp.float32(1e-2), jnp.float32(1e-2), jnp.bool_(False)
   np.testing.assert_allclose(adapt.adapt_step_size(eps, 10.0, st, cfg, eps0, no), 1e-2 * 0.98, rtol=1e-6)

@@ -4,13 +4,12 @@
 import numpy as np
 import pytest
 from scipy.special import ndtri
-from scipy.stats import chi2
 
 from jaxml.smile import adaptation as adapt
 
 # numpy at import time (no XLA client before mutmut's fork server forks its workers).
-_CFG = adapt.TunerConfig(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_min=1e-3, eps_max=0.5,
-                         eps_floor_frac=0.1, target_energy_var=2e-3, energy_var_rate=0.25, energy_var_gain=0.6)
+_CFG = adapt.RefConfig(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_min=1e-3, eps_max=0.5,
+                       eps_floor_frac=0.1)
 
 
 def _quantile(mean, std, p):
@@ -101,39 +100,6 @@ def test_step_size_rule_at_the_thresholds_the_freeze_and_the_clips():
   np.testing.assert_allclose(float(tiny), 1e-3, rtol=1e-6)                # eps_min
 
 
-def test_energy_var_update_follows_its_formula():
-  dim, eps0, no, yes = 7, np.float32(0.3), np.bool_(False), np.bool_(True)
-  st, v_ref, eps = adapt.tuner_init()._replace(std=np.float32(0.25)), None, 0.2
-  for t, de in enumerate([0.3, 0.05, 0.4, 0.01, 0.2, 0.02], start=1):
-    x = de ** 2 / dim
-    v_ref = x if t < 2 else (1 - 0.25) * v_ref + 0.25 * x
-    want = eps * np.exp(0.6 * (np.log(2e-3) - np.log(v_ref)) / 6.0) if t >= 4 else eps
-    want = max(min(max(want, 1e-3), 0.5), 0.03)
-    got, st = adapt.energy_var_update(np.float32(eps), np.float32(de), dim, st, _CFG, eps0, no)
-    np.testing.assert_allclose([float(got), float(st.mean)], [want, v_ref], rtol=2e-5, err_msg=f"t={t}")
-    assert int(st.t) == t + 1 and float(st.std) == np.float32(0.25) and st.mean.dtype == np.float32
-    eps = float(got)
-  halved, same = adapt.energy_var_update(np.float32(0.2), np.float32(np.nan), dim, st, _CFG, eps0, yes)
-  np.testing.assert_allclose(float(halved), 0.1, rtol=1e-6)
-  for a, b in zip(same, st):
-    assert np.array_equal(np.asarray(a), np.asarray(b))                   # statistics untouched, t too
-  grown, tiny = adapt.energy_var_update(np.float32(0.2), np.float32(0.0), dim, st, _CFG, eps0, no)
-  np.testing.assert_allclose(float(tiny.mean), (1 - 0.25) * float(st.mean), rtol=1e-6)
-  zero, first = adapt.energy_var_update(np.float32(0.2), np.float32(0.0), dim, adapt.tuner_init(), _CFG, eps0, no)
-  np.testing.assert_allclose(float(first.mean), 1e-30, rtol=1e-5)         # v floored before the log
-  assert float(zero) == np.float32(0.2)                                   # t = 1 < freeze: ε kept
-  np.testing.assert_allclose(float(grown), min(0.2 * np.exp(0.1 * (np.log(2e-3) - np.log(float(tiny.mean)))), 0.5),
-                             rtol=1e-5)
-  # The clips: eps_max above, eps_min below (a floor fraction small enough not to bind first).
-  active = _state(1e-8, 0.0, 9)                                           # v ≪ target: ε grows by e^2.3
-  top, _ = adapt.energy_var_update(np.float32(0.45), np.float32(0.0), dim, active, _CFG, eps0, no)
-  assert float(top) == np.float32(0.5)
-  loose = _CFG._replace(eps_floor_frac=1e-4)
-  big = _state(10.0, 0.0, 9)                                              # v ≫ target: ε shrinks by e^-0.86
-  low, _ = adapt.energy_var_update(np.float32(1.5e-3), np.float32(10.0), dim, big, loose, eps0, no)
-  np.testing.assert_allclose(float(low), 1e-3, rtol=1e-6)
-
-
 def test_preconditioner_state_update_and_inverse_mass():
   cfg = adapt.PrecondConfig(rate=0.3, q_min=0.5, q_max=20.0, r_min=0.4, r_max=1.5, var_floor=0.5)
   init = adapt.precond_init(4)
@@ -206,20 +172,18 @@ def test_mile_warmup_is_blackjax_tuning_from_the_mile_start(diagonal):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-_EQ = adapt.TunerConfig(energy_quantile=0.8, quantile_gain=0.3, target_energy_var=1e-2, adapt_steps=7,
-                        eps_min=1e-3, eps_max=0.5, eps_floor_frac=0.1, resolution_ulps=4.0)
-_TAU = 1e-2 * chi2.ppf(0.8, 1)           # target · F⁻¹_χ²₁(q)
+_VT = adapt.VirialConfig(target=1.2, gain=0.3, adapt_steps=7, settle_frac=0.0, eps_min=1e-3, eps_max=0.5,
+                         eps_floor_frac=0.1)
 
 
-def _eq_update(eps, de, dim, t, mean, cfg, eps0, nonfinite, scale):
-  """The energy_quantile rule of the module doc in float64: (ε, running mean of log ε, t + 1)."""
-  q = cfg.energy_quantile
-  below = (not nonfinite) and de ** 2 / dim <= cfg.target_energy_var * chi2.ppf(q, 1)
-  resolved = abs(de) > cfg.resolution_ulps * 2.0 ** -23 * scale
+def _vt_update(eps, temp, t, mean, cfg, eps0, nonfinite):
+  """The virial rule of the module doc in float64: (ε, running mean of log ε, t + 1)."""
   horizon = cfg.adapt_steps
   half = max(horizon // 2, 1)
-  gain = cfg.quantile_gain * (min(1.0, half / t) if horizon > 0 else 1.0)
-  log_e = np.log(eps) + gain * ((1.0 - q) * resolved if below else -q)
+  gain = cfg.gain * (min(1.0, half / t) if horizon > 0 else 1.0)
+  if cfg.settle_frac > 0 and horizon > 0 and t <= cfg.settle_frac * horizon:
+    gain = 0.0
+  log_e = np.log(eps) + gain * (0.5 if (not nonfinite and temp <= cfg.target) else -0.5)
   if nonfinite:
     log_e = np.log(eps / 2)
   log_e = np.clip(log_e, np.log(max(cfg.eps_min, cfg.eps_floor_frac * eps0)), np.log(cfg.eps_max))
@@ -231,36 +195,35 @@ def _eq_update(eps, de, dim, t, mean, cfg, eps0, nonfinite, scale):
   return (np.exp(avg) if t == horizon else np.exp(log_e)), avg, t + 1
 
 
-_S = np.sqrt(_TAU * 5)     # |ΔE| with ΔE²/d = τ at d = 5
-# (ε, ΔE, t, running mean, non-finite, scale, config changes); d = 5 throughout
-_EQ_CASES = [
-    (0.1, -1.5 * _S, 2, 0.0, False, 0.0, {}),          # negative ΔE above τ: shrink
-    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, {}),           # ΔE²/d < τ < ΔE²·d: grow
-    (0.1, 0.6 * _S, 4, -2.0, False, 0.0, {}),          # t > adapt_steps // 2 = 3: gain 3/4, averaging
-    (0.1, 1.5 * _S, 7, -2.3, False, 0.0, {}),          # t = adapt_steps: ε is the average
-    (0.1, 0.6 * _S, 9, -2.3, False, 0.0, {}),          # frozen
-    (0.1, 0.6 * _S, 2, 0.0, False, 0.0, dict(adapt_steps=3)),     # half = 1: gain 1/2
-    (0.1, 0.6 * _S, 3, -2.0, False, 0.0, dict(adapt_steps=0)),    # constant gain, never frozen
-    (0.1, 1e-7, 2, 0.0, False, None, {}),              # the default scale 0: any |ΔE| > 0 is resolved
-    (0.1, 0.0, 2, 0.0, False, None, {}),               # ΔE = 0 is no evidence, even at the scale 0
-    (0.1, 0.6 * _S, 2, -2.3, False, 0.0, dict(adapt_steps=1)),    # one tuning step: frozen from t = 2
-    (0.1, 3 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 3 ulps of |ℓ|: not resolved, no growth
-    (0.1, 8 * 2.0 ** -23 * 1e3, 2, 0.0, False, 1e3, {}),   # 8 ulps: resolved, grows
-    (0.1, 0.6 * _S, 2, 0.0, True, 0.0, {}),            # non-finite: halve
-    (0.011, 1.5 * _S, 2, 0.0, False, 0.0, {}),         # the floor 0.1 ε₀ = 0.01
-    (0.48, 0.6 * _S, 2, 0.0, False, 0.0, {}),          # the cap eps_max
+# (ε, T̂, t, running mean, non-finite, config changes)
+_VT_CASES = [
+    (0.1, 1.5, 2, 0.0, False, {}),                     # hot: shrink
+    (0.1, 1.2, 2, 0.0, False, {}),                     # at the target: grow (T̂ ≤ target)
+    (0.1, 0.6, 4, -2.0, False, {}),                    # t > adapt_steps // 2 = 3: gain 3/4, averaging
+    (0.1, 1.5, 7, -2.3, False, {}),                    # t = adapt_steps: ε is the average
+    (0.1, 0.6, 9, -2.3, False, {}),                    # frozen
+    (0.1, 0.6, 2, 0.0, False, dict(adapt_steps=3)),    # half = 1: gain 1/2
+    (0.1, 0.6, 3, -2.0, False, dict(adapt_steps=0)),   # constant gain, never frozen
+    (0.1, 0.6, 2, -2.3, False, dict(adapt_steps=1)),   # one tuning step: frozen from t = 2
+    (0.1, 0.6, 2, 0.0, False, dict(settle_frac=0.5)),  # settling: held
+    (0.1, 0.6, 2, 0.0, True, dict(settle_frac=0.5)),   # ... but halved on a non-finite step
+    (0.1, 0.6, 5, 0.0, False, dict(settle_frac=0.5)),  # settled: grows
+    (0.1, 1e9, 2, 0.0, False, {}),                     # the sign: the tail does not matter
+    (0.1, 0.6, 2, 0.0, True, {}),                      # non-finite: halve
+    (0.011, 1.5, 2, 0.0, False, {}),                   # the floor 0.1 ε₀ = 0.01
+    (0.48, 0.6, 2, 0.0, False, {}),                    # the cap eps_max
 ]
 
 
-@pytest.mark.parametrize("case", range(len(_EQ_CASES)))
-def test_energy_quantile_update_follows_its_formula(case):
-  eps, de, t, mean, bad, scale, change = _EQ_CASES[case]
-  cfg = _EQ._replace(**change)
-  state = adapt.TunerState(np.float32(mean), np.float32(0.25), np.int32(t))
-  args = (np.float32(eps), np.float32(de), 5, state, cfg, np.float32(0.1), np.bool_(bad))
-  got_eps, got = adapt.energy_quantile_update(*args) if scale is None else adapt.energy_quantile_update(*args, scale)
-  want_eps, want_mean, want_t = _eq_update(eps, float(np.float32(de)), 5, t, mean, cfg, 0.1, bad, scale or 0.0)
+@pytest.mark.parametrize("case", range(len(_VT_CASES)))
+def test_virial_update_follows_its_formula(case):
+  eps, temp, t, mean, bad, change = _VT_CASES[case]
+  cfg = _VT._replace(**change)
+  anchor = np.arange(3, dtype=np.float32)
+  state = adapt.VirialState(np.float32(mean), np.int32(t), anchor)
+  got_eps, got = adapt.virial_update(np.float32(eps), np.float32(temp), state, cfg, np.float32(0.1), np.bool_(bad))
+  want_eps, want_mean, want_t = _vt_update(eps, temp, t, mean, cfg, 0.1, bad)
   np.testing.assert_allclose(float(got_eps), want_eps, rtol=2e-6)
-  np.testing.assert_allclose(float(got.mean), want_mean, rtol=2e-6, atol=1e-7)
-  assert int(got.t) == want_t and float(got.std) == np.float32(0.25)
-  assert got.mean.dtype == np.float32 and (cfg.adapt_steps == 0 or got_eps.dtype == np.float32)
+  np.testing.assert_allclose(float(got.log_eps_avg), want_mean, rtol=2e-6, atol=1e-7)
+  assert int(got.t) == want_t and np.array_equal(np.asarray(got.anchor), anchor)
+  assert got.log_eps_avg.dtype == np.float32 and (cfg.adapt_steps == 0 or got_eps.dtype == np.float32)

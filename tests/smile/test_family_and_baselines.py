@@ -1,5 +1,5 @@
-"""`smile_family` (the kernel the experiment runs) equals `psmile` / `smile` for each of its four
-variants step by step; SGLD, SGHMC and cyclical SGLD on a Gaussian with known moments."""
+"""The family kernel the experiment runs (per-chain precondition flag and `per_chain_tuner`) equals `psmile` /
+`smile` for each of its four variants step by step; SGLD, SGHMC and cyclical SGLD on a Gaussian with known moments."""
 
 import math
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_discrete_lyapunov
 
+from jaxml.smile import adaptation as adapt
 from jaxml.smile import baselines, chains, kernel
 
 DIM = 4
@@ -20,17 +21,23 @@ def _logd(theta, mb):
   return -0.5 * jnp.sum(SCALES * theta ** 2) + jnp.sum(theta * mb)
 
 
+def _variant(state, precondition, tuned):
+  return state._replace(precondition=jnp.asarray(precondition), tuner=state.tuner._replace(on=jnp.asarray(tuned)))
+
+
 @pytest.mark.parametrize("precondition,tuned", [(False, False), (False, True), (True, False), (True, True)])
 def test_smile_family_equals_the_named_variant_step_by_step(precondition, tuned):
   eps0 = 0.3
-  ref = kernel.psmile(_logd, step_size=eps0, precondition=precondition, tuned=tuned, freeze_steps=3)
-  fam = kernel.smile_family(_logd, step_size=eps0, freeze_steps=3)
+  tuner = adapt.ref_tuner(freeze_steps=3) if tuned else adapt.fixed_tuner()
+  ref = kernel.psmile(_logd, step_size=eps0, precondition=precondition, tuner=tuner)
+  fam = kernel.psmile(_logd, step_size=eps0, tuner=adapt.per_chain_tuner(adapt.ref_tuner(freeze_steps=3),
+                                                                        adapt.fixed_tuner()))
   if not precondition:
-    ref_smile = kernel.smile(_logd, step_size=eps0, tuned=tuned, freeze_steps=3)
+    ref_smile = kernel.smile(_logd, step_size=eps0, tuner=tuner)
   noise = jax.random.normal(jax.random.key(7), (40, DIM))
   x0 = jnp.array([1.0, -0.5, 0.2, 0.1])
   s_ref = ref.init(x0, noise[0], jax.random.key(1))
-  s_fam = fam.init(x0, noise[0], jax.random.key(1))._replace(variant=jnp.array([precondition, tuned]))
+  s_fam = _variant(fam.init(x0, noise[0], jax.random.key(1)), precondition, tuned)
   s_smile = ref_smile.init(x0, noise[0], jax.random.key(1)) if not precondition else None
   step_ref, step_fam = jax.jit(ref.step), jax.jit(fam.step)
   step_smile = jax.jit(ref_smile.step) if not precondition else None
@@ -47,7 +54,7 @@ def test_smile_family_equals_the_named_variant_step_by_step(precondition, tuned)
       s_smile, _ = step_smile(key, s_smile, noise[i])
       np.testing.assert_allclose(s_smile.position, s_ref.position, rtol=1e-6, atol=1e-7)
   # The four variants really differ on this target (otherwise the test would prove nothing).
-  other = fam.init(x0, noise[0], jax.random.key(1))._replace(variant=jnp.array([not precondition, not tuned]))
+  other = _variant(fam.init(x0, noise[0], jax.random.key(1)), not precondition, not tuned)
   for i in range(1, 40):
     other, _ = step_fam(jax.random.key(100 + i), other, noise[i])
   assert float(jnp.max(jnp.abs(other.position - s_fam.position))) > 1e-3

@@ -26,7 +26,7 @@ def _diag_gaussian(dim=6):
 def test_full_batch_naive_step_equals_blackjax_mclmc():
   _, _, full, batched = _diag_gaussian()
   pos = jnp.ones((6,)) * 0.3
-  ours = kernel.smile(batched, step_size=0.2, L=1.5, tuned=False)
+  ours = kernel.smile(batched, step_size=0.2, L=1.5, tuner=adapt.fixed_tuner())
   ref = blackjax.mclmc(full, L=1.5, step_size=0.2)
   init_key = jax.random.key(3)
   s_ours = ours.init(pos, None, init_key)
@@ -55,7 +55,7 @@ def test_recipe_b_integrator_matches_isokinetic_mclachlan():
 
 def test_full_batch_naive_recovers_gaussian_moments():
   mean, scales, _, batched = _diag_gaussian()
-  sampler = kernel.smile(batched, step_size=0.6, L=3.0, tuned=False)
+  sampler = kernel.smile(batched, step_size=0.6, L=3.0, tuner=adapt.fixed_tuner())
 
   def chain(key):
     state = sampler.init(jnp.zeros(6), None, key)
@@ -76,7 +76,7 @@ def _bias_pair(eps, steps, num_chains):
   noise_sd = jnp.sqrt(256.0) * kappa
   out = []
   for precond in (False, True):
-    s = kernel.psmile(logd, step_size=eps, L=1000.0, tuned=False, precondition=precond)
+    s = kernel.psmile(logd, step_size=eps, L=1000.0, tuner=adapt.fixed_tuner(), precondition=precond)
     x, _, _ = analytic.run_noisy_chains(s, prec, noise_sd, num_chains=num_chains, num_steps=steps,
                                         burn_in=steps // 10, thin=10)
     out.append(analytic.bias_squared(x, cov))
@@ -98,7 +98,8 @@ def test_preconditioner_halves_anisotropy_bias_spec():
 
 def test_reset_rate_band():
   kappa, prec, _ = analytic.rotated_gaussian()
-  s = kernel.psmile(analytic.noisy_logdensity(prec), step_size=3e-3, L=1000.0, p_reset=0.99, alpha=0.05)
+  s = kernel.psmile(analytic.noisy_logdensity(prec), step_size=3e-3, L=1000.0,
+                    tuner=adapt.ref_tuner(p_reset=0.99, alpha=0.05))
   _, resets, eps = analytic.run_noisy_chains(s, prec, jnp.sqrt(256.0) * kappa, num_chains=2, num_steps=20_000,
                                              burn_in=0, thin=1)
   rate = resets.mean()
@@ -179,7 +180,7 @@ def test_nonfinite_without_halving_keeps_eps_and_counts():
   """The reference's naive kernels: a non-finite step is reverted and counted, ε is kept."""
   _, _, _, batched = _diag_gaussian()
   logd = lambda x, minibatch: batched(x, None) + jnp.sum(minibatch) * jnp.sum(x)
-  s = kernel.psmile(logd, step_size=0.1, tuned=False, nonfinite_halving=False)
+  s = kernel.psmile(logd, step_size=0.1, tuner=adapt.fixed_tuner(halve_nonfinite=False))
   state = s.init(jnp.ones(6), jnp.zeros(3), jax.random.key(0))
   for i in range(3):
     state, _ = s.step(jax.random.key(i), state, jnp.zeros(3))
@@ -207,14 +208,12 @@ def _split_logd(offset=0.0):
   return logd
 
 
-def _reference_step(logd, state, mb, *, pre, tuned, kind, tcfg, pcfg, same_batch_energy=False):
+def _reference_step(logd, state, mb, *, pre, tuned, tcfg, pcfg, halve=True, same_batch_energy=False):
   x, unravel = ravel_pytree(state.integrator.position)
   target = lambda z: logd(unravel(z), mb)
   u = ravel_pytree(state.integrator.momentum)[0]
   l_old, g_old = state.integrator.logdensity, ravel_pytree(state.integrator.logdensity_grad)[0]
-  if tuned and kind != "ref":              # same-batch ℓ_old, g_old (+1 gradient)
-    l_old, g_old = jax.value_and_grad(target)(x)
-  elif same_batch_energy:
+  if same_batch_energy:
     l_old = target(x)
   imm = adapt.precond_inverse_mass(state.precond, pcfg) if pre else 1.0
   eps, eps0, tun, d = state.step_size, state.initial_step_size, state.tuner, x.shape[0]
@@ -223,19 +222,12 @@ def _reference_step(logd, state, mb, *, pre, tuned, kind, tcfg, pcfg, same_batch
   ok = all(bool(jnp.all(jnp.isfinite(v))) for v in (de, dk, new.position, new.momentum, new.logdensity_grad))
   reset = False
   if not tuned:
-    eps_new = eps if ok or not tcfg.nonfinite_halving else max(0.5 * float(eps), tcfg.eps_floor_frac * float(eps0))
-  elif kind == "ref":
+    eps_new = eps if ok or not halve else max(0.5 * float(eps), tcfg.eps_floor_frac * float(eps0))
+  else:
     reset = ok and int(tun.t) >= tcfg.freeze_steps and abs(float(de)) > float(adapt.tuner_thresholds(tun, tcfg)[0])
     a = abs(de) if ok else 0.0
     eps_new = adapt.adapt_step_size(eps, a, tun, tcfg, eps0, jnp.asarray(not ok))
     tun = adapt.tuner_update(tun, a, tcfg) if ok else tun
-  elif kind == "energy_var":
-    eps_new, tun = adapt.energy_var_update(eps, de, d, tun, tcfg, eps0, jnp.asarray(not ok))
-  else:
-    limit = tcfg.divergence_factor * float(adapt.energy_quantile_threshold(tcfg))
-    reset = ok and float(de) ** 2 / d > limit
-    scale = max(abs(float(l_old)), abs(float(new.logdensity)))
-    eps_new, tun = adapt.energy_quantile_update(eps, de, d, tun, tcfg, eps0, jnp.asarray(not ok), scale)
   if ok and not reset:
     out = (new.position, new.momentum, new.logdensity, new.logdensity_grad)
   else:   # reverted: a reset zeros u, a non-finite step turns it around
@@ -265,7 +257,7 @@ def _check_step(sampler, logd, state, mb, key, **ref):
   np.testing.assert_allclose(info.energy_change, ref_info["energy_change"], rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(info.step_size, eps_new, rtol=1e-6)
   np.testing.assert_allclose(info.logdensity, out[2], rtol=1e-5, atol=1e-5)
-  chex.assert_trees_all_equal(new.variant, state.variant)
+  chex.assert_trees_all_equal((new.precondition, new.clamp), (state.precondition, state.clamp))
   return new, info
 
 
@@ -278,85 +270,62 @@ def _hand_state(sampler, logd, *, eps, tuner_state, pos_shift=0.0):
   return st._replace(step_size=eps, initial_step_size=eps, tuner=tuner_state, precond=prec)
 
 
-_TUNER = dict(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_floor_frac=0.1,
-              target_energy_var=2e-3, energy_var_rate=0.25, energy_var_gain=0.6, quantile_gain=0.3, adapt_steps=12)
-# (sampler, its keyword arguments, variant (pre, tuned), tuner kind, tuner state (mean, std, t), ε₀)
+_TUNER = dict(p_reset=0.9, alpha=0.3, delta=0.1, beta=0.2, freeze_steps=4, eps_floor_frac=0.1)
+# (sampler, precondition, tuned, same_batch_energy, ref tuner state (mean, std, t), ε₀)
 _STEP_CASES = [
-    ("psmile", dict(), (True, True), "ref", (0.05, 0.03, 6), 0.3),
-    ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 6), 0.3),          # |ΔE| ≫ Q(p_reset): reset
-    ("psmile", dict(), (True, True), "ref", (1e-4, 1e-4, 4), 0.3),          # the same at t = freeze_steps
-    ("smile", dict(), (False, True), "ref", (0.05, 0.03, 6), 0.3),          # smile's default is tuned
-    ("psmile", dict(tuner="energy_var"), (True, True), "energy_var", (1e-3, 0.0, 6), 0.3),
-    ("smile", dict(tuner="energy_quantile"), (False, True), "energy_quantile", (-1.0, 0.0, 8), 0.3),
-    ("psmile", dict(tuner="energy_quantile", divergence_factor=1.0), (True, True), "energy_quantile",
-     (-1.0, 0.0, 3), 0.6),
-    ("psmile", dict(tuned=False, tuner="energy_var"), (True, False), "energy_var", (0.0, 0.0, 1), 0.3),
-    ("smile", dict(tuned=False, same_batch_energy=True), (False, False), "ref", (0.0, 0.0, 1), 0.3),
+    ("psmile", True, True, False, (0.05, 0.03, 6), 0.3),
+    ("psmile", True, True, False, (1e-4, 1e-4, 6), 0.3),          # |ΔE| ≫ Q(p_reset): reset
+    ("psmile", True, True, False, (1e-4, 1e-4, 4), 0.3),          # the same at t = freeze_steps
+    ("psmile", True, True, False, (1e-4, 1e-4, 3), 0.3),          # ... and no reset before it
+    ("smile", False, True, False, (0.05, 0.03, 6), 0.3),
+    ("psmile", True, False, False, (0.0, 0.0, 1), 0.3),
+    ("smile", False, False, True, (0.0, 0.0, 1), 0.3),
 ]
 
 
 @pytest.mark.parametrize("case", range(len(_STEP_CASES)))
 def test_one_step_equals_the_written_out_step(case):
-  name, kw, (pre, tuned), kind, (m, s, t), eps = _STEP_CASES[case]
+  name, pre, tuned, same_batch, (m, s, t), eps = _STEP_CASES[case]
   logd = _split_logd()
-  tcfg = adapt.TunerConfig(**{**_TUNER, **{k: v for k, v in kw.items() if k in adapt.TunerConfig._fields}})
-  sampler = getattr(kernel, name)(logd, step_size=eps, **_TUNER, **{k: v for k, v in kw.items() if k not in _TUNER})
-  assert sampler.grads_per_step == (3 if tuned and kind != "ref" else 2)
-  tstate = adapt.TunerState(jnp.float32(m), jnp.float32(s), jnp.int32(t))
+  tcfg = adapt.RefConfig(**_TUNER)
+  tuner = adapt.ref_tuner(**_TUNER) if tuned else adapt.fixed_tuner(eps_floor_frac=tcfg.eps_floor_frac)
+  sampler = getattr(kernel, name)(logd, step_size=eps, tuner=tuner, same_batch_energy=same_batch)
+  tstate = adapt.TunerState(jnp.float32(m), jnp.float32(s), jnp.int32(t)) if tuned else ()
   state = _hand_state(sampler, logd, eps=eps, tuner_state=tstate)
-  np.testing.assert_array_equal(state.variant, [pre, tuned])
+  assert bool(state.precondition) == pre
   _check_step(sampler, logd, state, jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32), jax.random.key(1),
-              pre=pre, tuned=tuned, kind=kind, tcfg=tcfg, pcfg=adapt.PrecondConfig(),
-              same_batch_energy=kw.get("same_batch_energy", False))
+              pre=pre, tuned=tuned, tcfg=tcfg, pcfg=adapt.PrecondConfig(), same_batch_energy=same_batch)
+
+
+def _per_chain(state, precondition, tuned):
+  return state._replace(precondition=jnp.asarray(precondition), tuner=state.tuner._replace(on=jnp.asarray(tuned)))
 
 
 @pytest.mark.parametrize("variant", [(True, True), (False, True), (True, False), (False, False)])
-def test_family_step_with_same_batch_energy_equals_the_written_out_step(variant):
+def test_per_chain_variant_with_same_batch_energy_equals_the_written_out_step(variant):
   logd = _split_logd()
-  sampler = kernel.smile_family(logd, step_size=0.3, same_batch_energy=True, **_TUNER)
-  tcfg = adapt.TunerConfig(**_TUNER)
-  state = _hand_state(sampler, logd, eps=0.3, tuner_state=adapt.TunerState(jnp.float32(0.05), jnp.float32(0.03),
-                                                                           jnp.int32(6)))
-  np.testing.assert_array_equal(state.variant, [True, True])      # init gives pSMILE
-  state = state._replace(variant=jnp.array(variant))
-  _check_step(sampler, logd, state, jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32), jax.random.key(1),
-              pre=variant[0], tuned=variant[1], kind="ref", tcfg=tcfg, pcfg=adapt.PrecondConfig(),
-              same_batch_energy=True)
-
-
-def test_divergence_limit_and_resolution_of_the_quantile_tuner():
-  """Reset iff ΔE²/d > divergence_factor · τ (on both sides of the limit); |ΔE| below `resolution_ulps` ulps
-  of |ℓ| does not grow ε (a large constant in ℓ)."""
-  logd = _split_logd()
+  tuner = adapt.per_chain_tuner(adapt.ref_tuner(**_TUNER), adapt.fixed_tuner(eps_floor_frac=0.1))
+  sampler = kernel.psmile(logd, step_size=0.3, same_batch_energy=True, tuner=tuner)
+  tstate = adapt.TunerState(jnp.float32(0.05), jnp.float32(0.03), jnp.int32(6))
+  state = _hand_state(sampler, logd, eps=0.3, tuner_state=adapt.PerChainState(jnp.asarray(True), (tstate, ())))
+  state = _per_chain(state, *variant)
   mb = jnp.asarray(np.linspace(-0.4, 0.6, 5), jnp.float32)
-  tstate = adapt.TunerState(jnp.float32(0.0), jnp.float32(0.0), jnp.int32(1))
-  probe = kernel.psmile(logd, step_size=0.6, tuner="energy_quantile", divergence_factor=1e12)
-  _, info = probe.step(jax.random.key(1), _hand_state(probe, logd, eps=0.6, tuner_state=tstate), mb)
-  x = float(info.energy_change) ** 2 / 5
-  tau = float(adapt.energy_quantile_threshold(adapt.TunerConfig()))
-  assert 0.05 < abs(float(info.energy_change)) < 0.5, info.energy_change   # |ΔE|², 2|ΔE|, |ΔE|³ all differ here
-  for rel, want in ((0.7, True), (1.5, False)):
-    s = kernel.psmile(logd, step_size=0.6, tuner="energy_quantile", divergence_factor=rel * x / tau)
-    state = _hand_state(s, logd, eps=0.6, tuner_state=tstate)
-    new, info = s.step(jax.random.key(1), state, mb)
-    assert bool(info.reset) == want
-    if want:
-      chex.assert_trees_all_close(new.position, state.position)
-      np.testing.assert_array_equal(new.integrator.momentum["a"], 0.0)
-  # ℓ ≈ 1e4: 4 float32 ulps of |ℓ| ≈ 5e-3 > |ΔE| ≈ 1e-3 (one ulp, not 0) at a small ε, so ε must not grow.
-  big = _split_logd(offset=1e4)
-  cfg = adapt.TunerConfig(tuner="energy_quantile", quantile_gain=0.5)
-  s = kernel.psmile(big, step_size=0.02, tuner="energy_quantile", quantile_gain=0.5)
-  state = _hand_state(s, big, eps=0.02, tuner_state=tstate)
-  new, info = _check_step(s, big, state, mb, jax.random.key(1), pre=True, tuned=True, kind="energy_quantile",
-                          tcfg=cfg, pcfg=adapt.PrecondConfig())
-  assert 0 < abs(float(info.energy_change)) < 4 * 2.0 ** -23 * 1e4
-  assert float(new.step_size) == pytest.approx(0.02, rel=1e-6)
+  out, eps_new, tun, prec, ref_info = _reference_step(logd, state._replace(tuner=tstate), mb, pre=variant[0],
+                                                      tuned=variant[1], tcfg=adapt.RefConfig(**_TUNER),
+                                                      pcfg=adapt.PrecondConfig(), same_batch_energy=True)
+  new, info = sampler.step(jax.random.key(1), state, mb)
+  np.testing.assert_allclose(ravel_pytree(new.integrator.position)[0], out[0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(new.step_size, eps_new, rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(new.tuner.inner[0]), jax.tree.leaves(tun), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-9)
+  for a, b in zip(jax.tree.leaves(new.precond), jax.tree.leaves(prec), strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-9)
+  assert bool(info.reset) == ref_info["reset"] and bool(new.tuner.on) == variant[1]
 
 
 def test_nonfinite_naive_step_halves_to_the_floor_and_a_stale_infinite_logdensity_is_reverted():
   logd = _split_logd()
-  s = kernel.smile(logd, step_size=0.1, tuned=False, eps_floor_frac=0.3)
+  s = kernel.smile(logd, step_size=0.1, tuner=adapt.fixed_tuner(eps_floor_frac=0.3))
   state = _hand_state(s, logd, eps=0.1, tuner_state=adapt.tuner_init())
   bad = jnp.asarray([0.0, np.inf, 0.0, 0.0, 0.0], jnp.float32)
   steps = []
@@ -385,19 +354,17 @@ def test_nonfinite_naive_step_halves_to_the_floor_and_a_stale_infinite_logdensit
     np.testing.assert_allclose(ravel_pytree(new.integrator.momentum)[0], want, rtol=1e-6, atol=1e-7)
 
 
-def test_init_variant_step_size_dtype_and_gradient_count():
+def test_init_flags_step_size_dtype_and_gradient_count():
   logd = _split_logd()
   pos = {"a": jnp.zeros(2), "b": jnp.ones(3)}
-  for sampler, variant in ((kernel.psmile(logd, step_size=1), (True, True)),
-                           (kernel.psmile(logd, step_size=1, precondition=False, tuned=False), (False, False)),
-                           (kernel.smile(logd, step_size=1), (False, True)),
-                           (kernel.smile_family(logd, step_size=1), (True, True))):
+  for sampler, pre in ((kernel.psmile(logd, step_size=1), True),
+                       (kernel.psmile(logd, step_size=1, precondition=False, tuner=adapt.fixed_tuner()), False),
+                       (kernel.smile(logd, step_size=1), False)):
     st = sampler.init(pos, jnp.zeros(5), jax.random.key(0))
-    np.testing.assert_array_equal(st.variant, variant)
-    assert st.variant.dtype == jnp.bool_
+    assert bool(st.precondition) == pre and bool(st.clamp)
+    assert st.precondition.dtype == st.clamp.dtype == jnp.bool_
     assert st.step_size.dtype == st.initial_step_size.dtype == jnp.float32    # an int ε₀ too (scan carry)
-  assert kernel.psmile(logd, step_size=0.1, tuned=False, tuner="energy_quantile").grads_per_step == 2
-  assert kernel.smile_family(logd, step_size=0.1, tuner="energy_var").grads_per_step == 3
+    assert sampler.grads_per_step == 2
 
 
 def test_sanitize_and_tree_finite():
