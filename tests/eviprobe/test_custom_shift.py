@@ -88,3 +88,28 @@ def test_pipeline_refits_gkde_on_a_rewired_graph():
   # the GCN and the propagated scores see the new edges too
   assert not np.allclose(scores["msp"][0]["ood"], clean["msp"][0]["ood"])
   assert not np.allclose(scores["xeviprobe"][0]["ood"], clean["xeviprobe"][0]["ood"])
+  # every post-hoc row predicts with the one frozen backbone
+  for name in ("xeviprobe", "gkde", "gnnsafe"):
+    np.testing.assert_array_equal(scores[name][0]["pred"], scores["msp"][0]["pred"])
+
+
+def test_isolated_scores_equal_scoring_the_graph_with_one_node_perturbed():
+  """isolated_scores (one jitted lax.map over nodes) gives each node the score it gets when it alone is perturbed."""
+  g, masks = _graph()
+  k = int(g["num_classes"])
+  model = bb.make_backbone({"name": "gcn", "hidden": 8, "dropout": 0.5}, g["features"].shape[1], k)
+  batch = dict(x=g["features"], edges=g["edges"], labels=g["labels"])
+  params = bb.make_backbone_method(model).init(jax.random.key(0), batch)
+  config = {"eviprobe": {}, "ablations": (), "baselines": ("msp",), "gnnsafe": {"steps": 2, "alpha": 0.5}}
+  fitted = pl.fit_posthoc(config, model, params, batch, np.flatnonzero(masks["train_mask"]),
+                          np.flatnonzero(masks["val_mask"]), k)
+  nodes = gs.isolated_nodes(masks["test_mask"], 2, 0)
+  rows = gs.perturb_features(g["features"], nodes, "normal", 0, scale=3.0)[nodes]
+  iso = pl.isolated_scores(config, fitted, model, params, batch, nodes, rows)["scores"]
+  assert set(iso) == {"xeviprobe", "msp"}
+  for j, i in enumerate(nodes):
+    x = g["features"].copy()
+    x[i] = rows[j]
+    one = pl.score_all(config, fitted, model, params, dict(batch, x=x), rng=jax.random.key(1))
+    for m in iso:
+      np.testing.assert_allclose(iso[m][j], one[m][0]["ood"][i], rtol=1e-4, atol=1e-6)
