@@ -1,0 +1,242 @@
+"""Known-posterior suite: pSMILE (automatic L) vs SGLD, SGHMC and tuned full-batch MCLMC at equal PEG.
+
+For every target of `jaxml.smile.posteriors` each method runs `--chains` chains per step size of a
+4-point grid (the grid points run as extra chains of one compile) on the same per-chain budget of
+per-example gradient evaluations (PEG): pSMILE takes 2 batch gradients per step, SGLD 1, SGHMC
+(blackjax, 10 integration steps per minibatch) 10, full-batch MCLMC 2N. The first half of every run
+is warmup. Grids use one number from the reference, σ_min (its smallest std), the same way for every
+target: SGLD and SGHMC η ∈ σ_min² · {0.01, 0.03, 0.1, 0.3}, pSMILE ε₀ ∈ σ_min √d · {⅛, ¼, ½, 1};
+each method is scored at its best grid point (smallest mean + std error, the same oracle for all).
+MCLMC tunes its own L and ε (blackjax `mclmc_find_L_and_step_size`, Var[ΔE]/d target 5e-4).
+
+Scores (reference-std units): rms over coordinates of the mean error and of the std error; ESS per
+1000 PEG (smallest over coordinates, blackjax's multi-chain ESS over the best grid point's chains).
+"pass" compares pSMILE-auto with the better of SGLD and MCLMC: error ≤ 1.5× theirs.
+
+  nice -n 10 python -m benchmarks.smile_posteriors [--steps 4000] [--chains 4] [--seeds 0] \
+      [--methods auto,inf,sgld,sghmc,mclmc] [--targets all] [--out runs/smile_posteriors.json]
+  python -m benchmarks.smile_posteriors --write-references      # NUTS references -> data/posteriors/*.npz
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxml.smile import auto_l, chains, checks, kernel, posteriors
+
+GRID = (0.125, 0.25, 0.5, 1.0)          # pSMILE ε₀ in units of σ_min √d
+SG_GRID = (0.01, 0.03, 0.1, 0.3)        # SGLD / SGHMC η in units of σ_min²
+SGHMC_STEPS = 10                        # blackjax.sghmc's default integration steps per minibatch
+
+
+def sampler_kernel(make: Callable[[jax.Array], kernel.Sampler]) -> chains.ChainKernel:
+  """A `Sampler` factory ε₀ -> Sampler as a ChainKernel; hyper "step_size" is each chain's ε₀."""
+
+  def init(position, minibatch, rng, hyper):
+    return make(hyper["step_size"]).init(position, minibatch, rng)
+
+  def step(rng, state, minibatch, t):
+    del t
+    state, info = make(jnp.ones(())).step(rng, state, minibatch)   # ε₀ lives in the state
+    return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
+                   "step_size": info.step_size}
+
+  return chains.ChainKernel(init, step, lambda s: s.position, make(jnp.ones(())).grads_per_step)
+
+
+def sgld_kernel(logdensity_fn: Callable) -> chains.ChainKernel:
+  """blackjax.sgld with the gradient of the (already N/b-scaled) minibatch log posterior."""
+  sgld = blackjax.sgld(jax.grad(logdensity_fn))
+
+  def init(position, minibatch, rng, hyper):
+    del minibatch, rng
+    return {"position": sgld.init(position), "step_size": jnp.asarray(hyper["step_size"], jnp.float32)}
+
+  def step(rng, state, minibatch, t):
+    del t
+    position = sgld.step(rng, state["position"], minibatch, state["step_size"])
+    return {**state, "position": position}, _sg_info(position, state["step_size"])
+
+  return chains.ChainKernel(init, step, lambda s: s["position"], 1)
+
+
+def sghmc_kernel(logdensity_fn: Callable) -> chains.ChainKernel:
+  """blackjax.sghmc (momentum resampled per minibatch, SGHMC_STEPS Euler steps on it)."""
+  sghmc = blackjax.sghmc(jax.grad(logdensity_fn), num_integration_steps=SGHMC_STEPS)
+
+  def init(position, minibatch, rng, hyper):
+    del minibatch, rng
+    return {"position": sghmc.init(position), "step_size": jnp.asarray(hyper["step_size"], jnp.float32)}
+
+  def step(rng, state, minibatch, t):
+    del t
+    position = sghmc.step(rng, state["position"], minibatch, state["step_size"])
+    return {**state, "position": position}, _sg_info(position, state["step_size"])
+
+  return chains.ChainKernel(init, step, lambda s: s["position"], SGHMC_STEPS)
+
+
+def _sg_info(position: jax.Array, eps: jax.Array) -> dict:
+  return {"logdensity": jnp.zeros(()), "reset": jnp.zeros((), bool), "nonfinite": ~jnp.all(jnp.isfinite(position)),
+          "step_size": eps}
+
+
+def methods(check: checks.Check, total_smile_steps: int) -> dict[str, tuple[Any, tuple[float, ...]]]:
+  """name -> (ChainKernel or None for MCLMC, grid of step sizes)."""
+  dim = check.ref_mean.shape[0]
+  smin = float(np.min(check.ref_std))
+  f = check.logdensity_fn
+  eps_grid = tuple(g * smin * math.sqrt(dim) for g in GRID)
+  sg_grid = tuple(g * smin ** 2 for g in SG_GRID)
+  return {
+      "pSMILE auto-L": (sampler_kernel(lambda e: auto_l.psmile_auto(f, step_size=e, num_steps=total_smile_steps)),
+                        eps_grid),
+      "pSMILE L=inf": (sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), eps_grid),
+      "pSMILE L=inf naive": (sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuned=False)), eps_grid),
+      "SGLD": (sgld_kernel(f), sg_grid),
+      "SGHMC": (sghmc_kernel(f), sg_grid),
+      "MCLMC (full batch)": (None, ()),
+  }
+
+
+SHORT = {"auto": "pSMILE auto-L", "inf": "pSMILE L=inf", "naive": "pSMILE L=inf naive", "sgld": "SGLD",
+         "sghmc": "SGHMC", "mclmc": "MCLMC (full batch)"}
+
+
+def _ess_per_kpeg(samples: np.ndarray, peg_total: float) -> float:
+  """samples [C, S, d] -> min-over-coordinates multi-chain ESS per 1000 PEG (all chains)."""
+  if not np.all(np.isfinite(samples)):
+    return 0.0
+  ess = np.asarray(blackjax.diagnostics.effective_sample_size(jnp.asarray(samples)))
+  return float(np.min(ess)) / peg_total * 1e3
+
+
+def run_method(check: checks.Check, kern: Any, grid: tuple[float, ...], *, steps: int, num_chains: int,
+               num_samples: int, seed: int) -> list[dict]:
+  """All grid points of one method on one target: one row per step size."""
+  dim = check.ref_mean.shape[0]
+  n = int(check.data["y"].shape[0])
+  b = check.batch_size
+  budget = 2 * b * steps                                   # PEG per chain
+  key = jax.random.fold_in(jax.random.key(seed), 7)
+  starts = check.init_scale * jax.random.normal(jax.random.fold_in(key, 1), (num_chains, dim))
+  if kern is None:
+    total = max(budget // (2 * n), 40)
+    samples = min(num_samples, total // 2)
+    thin = max((total - total // 2) // samples, 1)
+    full = lambda th: check.logdensity_fn(th, check.data)
+    res = chains.run_mclmc(full, starts, jax.random.fold_in(key, 2), data_size=n, num_tune=total - samples * thin,
+                           num_samples=samples, thin=thin, desired_energy_var=5e-4)
+    return [_score(check, np.asarray(res.positions), res.peg_per_chain, float("nan"),
+                   float(np.median(np.asarray(res.step_size))))]
+  g = len(grid)
+  total = budget // (kern.grads_per_step * b)
+  thin = max((total // 2) // num_samples, 1)
+  hypers = {"step_size": jnp.repeat(jnp.asarray(grid, jnp.float32), num_chains)}
+  res = chains.run_chains(kern, jnp.tile(starts, (g, 1)), check.data, jax.random.fold_in(key, 2), batch_size=b,
+                          num_warmup=total - num_samples * thin, num_samples=num_samples, thin=thin, hypers=hypers)
+  pos = np.asarray(res.positions).reshape(g, num_chains, num_samples, dim)
+  eps = np.asarray(res.step_size).reshape(g, num_chains)
+  return [_score(check, pos[i], res.peg_per_chain, grid[i], float(np.median(eps[i]))) for i in range(g)]
+
+
+def _score(check: checks.Check, pos: np.ndarray, peg: int, eps0: float, eps: float) -> dict:
+  mean_err, std_err = checks.spread_errors(pos.reshape(-1, pos.shape[-1]), check)
+  ess = _ess_per_kpeg(pos, peg * pos.shape[0])
+  return {"mean_err": mean_err, "std_err": std_err, "ess_per_kpeg": ess, "peg": int(peg), "eps0": eps0,
+          "final_eps": eps}
+
+
+def best(rows: list[dict]) -> dict:
+  """The grid point with the smallest mean + std error (the oracle every method gets)."""
+  return min(rows, key=lambda r: r["mean_err"] + r["std_err"] if math.isfinite(r["mean_err"] + r["std_err"])
+             else math.inf)
+
+
+def verdicts(results: dict, method: str = "pSMILE auto-L") -> dict[str, dict]:
+  """target -> pass flags of `method` against the better of SGLD and MCLMC (1.5× rule)."""
+  out = {}
+  for target, by_method in results.items():
+    if method not in by_method or "SGLD" not in by_method or "MCLMC (full batch)" not in by_method:
+      continue
+    ref = {k: min(by_method["SGLD"][k], by_method["MCLMC (full batch)"][k]) for k in ("mean_err", "std_err")}
+    out[target] = {k: by_method[method][k] <= 1.5 * ref[k] for k in ("mean_err", "std_err")}
+  return out
+
+
+def table(results: dict) -> str:
+  targets = list(results)
+  names = list(dict.fromkeys(m for t in targets for m in results[t]))
+  lines = ["| method | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
+  for m in names:
+    cells = [(f"{results[t][m]['mean_err']:.2f} / {results[t][m]['std_err']:.2f} / {results[t][m]['ess_per_kpeg']:.2g}"
+              if m in results[t] else "") for t in targets]
+    lines.append(f"| {m} | " + " | ".join(cells) + " |")
+  lines.append("\ncells: mean error / std error (reference-std units, rms over coordinates) / ESS per 1000 PEG")
+  v = verdicts(results)
+  if v:
+    mean_pass = [t for t in v if v[t]["mean_err"]]
+    std_pass = [t for t in v if v[t]["std_err"]]
+    lines.append(f"pSMILE auto-L within 1.5x of min(SGLD, MCLMC): mean {len(mean_pass)}/{len(v)}, "
+                 f"std {len(std_pass)}/{len(v)}; misses: mean {sorted(set(v) - set(mean_pass))}, "
+                 f"std {sorted(set(v) - set(std_pass))}")
+  return "\n".join(lines)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--steps", type=int, default=4000, help="pSMILE steps per chain (sets the PEG budget)")
+  parser.add_argument("--chains", type=int, default=4)
+  parser.add_argument("--samples", type=int, default=250, help="kept samples per chain")
+  parser.add_argument("--seeds", default="0", help="comma-separated; scores are averaged over seeds")
+  parser.add_argument("--methods", default="auto,inf,sgld,sghmc,mclmc")
+  parser.add_argument("--targets", default="all")
+  parser.add_argument("--root", default="data", help="the data folder (uci/ and posteriors/)")
+  parser.add_argument("--out", default="runs/smile_posteriors.json")
+  parser.add_argument("--write-references", action="store_true", help="run NUTS for the cached references")
+  args = parser.parse_args()
+  if args.write_references:
+    print(posteriors.write_references(args.root))
+    return
+  names = posteriors.SUITE if args.targets == "all" else tuple(args.targets.split(","))
+  seeds = [int(s) for s in args.seeds.split(",")]
+  t0 = time.perf_counter()
+  results, raw = {}, []
+  for check in posteriors.suite(args.root, names):
+    results[check.name] = {}
+    total = args.steps
+    for short in args.methods.split(","):
+      name = SHORT[short]
+      kern, grid = methods(check, total)[name]
+      per_seed = []
+      for seed in seeds:
+        t1 = time.perf_counter()
+        rows = run_method(check, kern, grid, steps=args.steps, num_chains=args.chains, num_samples=args.samples,
+                          seed=seed)
+        raw += [{"target": check.name, "method": name, "seed": seed, **r} for r in rows]
+        per_seed.append(best(rows))
+        r = per_seed[-1]
+        print(f"{check.name:15s} {name:20s} seed {seed} mean {r['mean_err']:7.3f} std {r['std_err']:7.3f} "
+              f"ess/kPEG {r['ess_per_kpeg']:8.3g} eps0 {r['eps0']:.3g} ({time.perf_counter() - t1:.1f}s)", flush=True)
+      results[check.name][name] = {k: float(np.mean([r[k] for r in per_seed]))
+                                   for k in ("mean_err", "std_err", "ess_per_kpeg")}
+  wall = time.perf_counter() - t0
+  text = table(results)
+  print(text)
+  print(f"wall {wall:.0f}s")
+  os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+  with open(args.out, "w") as fh:
+    json.dump({"args": vars(args), "wall_s": wall, "results": results, "raw": raw,
+               "verdicts": verdicts(results)}, fh, indent=1)
+
+
+if __name__ == "__main__":
+  main()
