@@ -46,15 +46,13 @@ def test_predictive_metrics_single_gaussian():
   np.testing.assert_allclose(m["width_95"], 2 * 1.96, rtol=0.05)
 
 
-def test_ess_matches_blackjax_and_ar1_theory():
+def test_ess_matches_ar1_theory():
   rng = np.random.default_rng(0)
   rho, n = 0.6, 4000
   x = np.zeros((4, n))
   for t in range(1, n):
     x[:, t] = rho * x[:, t - 1] + rng.standard_normal(4)
   ours = mcmc.ess(x[..., None])[0]
-  theirs = float(bd.effective_sample_size(jnp.asarray(x), chain_axis=0, sample_axis=1))
-  np.testing.assert_allclose(ours, theirs, rtol=0.02)
   np.testing.assert_allclose(ours, 4 * n * (1 - rho) / (1 + rho), rtol=0.15)
   iid = rng.standard_normal((2, 2000))
   np.testing.assert_allclose(mcmc.ess(iid), 4000, rtol=0.15)
@@ -65,8 +63,6 @@ def test_split_rhat():
   rng = np.random.default_rng(1)
   good = rng.standard_normal((3, 1000))
   np.testing.assert_allclose(mcmc.split_rhat(good), 1.0, atol=0.01)
-  theirs = float(bd.potential_scale_reduction(jnp.asarray(mcmc.split_chains(good)), chain_axis=0, sample_axis=1))
-  np.testing.assert_allclose(mcmc.split_rhat(good), theirs, rtol=1e-4)
   # A drifting single chain fails the within-chain check.
   drift = (np.linspace(0, 5, 1000) + rng.standard_normal(1000))[None]
   assert mcmc.split_rhat(drift) > 1.5
