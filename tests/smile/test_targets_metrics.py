@@ -1,6 +1,5 @@
 """BNN targets, predictive metrics and MCMC diagnostics."""
 
-import blackjax.diagnostics as bd
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +23,22 @@ def test_minibatch_logdensity_scales_to_full():
   # Prior: N(0, 1) density of every parameter (incl. log σ).
   flat = jnp.concatenate([p.ravel() for p in jax.tree.leaves(params)])
   np.testing.assert_allclose(targets.log_prior(params), stats.norm.logpdf(np.asarray(flat)).sum(), rtol=1e-5)
+
+
+def test_classification_logdensity_equals_a_numpy_computation():
+  """log p(θ) + (N/b) Σ_B log softmax(f_θ(x))_y for a linear softmax model, written out in float64 numpy with
+  scipy's normal log density: N = 40, b = 8 (a likelihood scaled by N, or not scaled, is far off)."""
+  rng = np.random.default_rng(0)
+  w, bias = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=4).astype(np.float32)
+  x, y = rng.normal(size=(8, 3)).astype(np.float32), np.array([0, 1, 2, 3, 3, 2, 1, 0])
+  params = {"w": jnp.asarray(w), "b": jnp.asarray(bias)}
+  logd = targets.make_classification_logdensity(lambda p, xb: xb @ p["w"] + p["b"], data_size=40, prior_scale=2.0)
+  got = float(logd(params, {"x": jnp.asarray(x), "y": jnp.asarray(y)}))
+  logits = x.astype(np.float64) @ w.astype(np.float64) + bias
+  log_softmax = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
+  prior = stats.norm.logpdf(np.r_[w.ravel(), bias].astype(np.float64), scale=2.0).sum()
+  want = prior + 40 / 8 * np.sum(log_softmax[np.arange(8), y])
+  np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 def test_heteroscedastic_model_shapes():
