@@ -8,17 +8,25 @@ two samplers are timed in alternation over `repeats` rounds (so load changes on 
 both alike) and the best time of each is kept. Prints one `ratio_b<b>=<x>` line per batch size and,
 last, `peg_per_s_ratio=<x>` (pSMILE PEG/s ÷ SGLD PEG/s) for the first batch size (the default 64).
 
-  python benchmarks/smile_cost.py [--epochs 40] [--repeats 5] [--batch 64,256]
+With `--per-step`: the per-step cost of the kernels without the chain runner instead, µs per vmapped step on a
+fixed minibatch (`--steps` steps in one jitted lax.scan, compile excluded, best of `repeats`) and the number of
+fused XLA ops of one compiled step (a load-independent proxy for the fixed per-step cost), for pSMILE,
+pSMILE-naive, SMILE-naive and SGLD at the first batch size.
+
+  python -m benchmarks.smile_cost [--epochs 40] [--repeats 5] [--batch 64,256]
+  python -m benchmarks.smile_cost --per-step [--steps 300]
 """
 
 import argparse
+import collections
+import re
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxml.smile import baselines, chains, kernel, targets
+from jaxml.smile import adaptation, baselines, chains, kernel, targets
 
 
 def main() -> None:
@@ -27,6 +35,8 @@ def main() -> None:
   parser.add_argument("--repeats", type=int, default=5)
   parser.add_argument("--chains", type=int, default=8)
   parser.add_argument("--batch", type=str, default="64,256", help="comma-separated batch sizes; the first is reported")
+  parser.add_argument("--per-step", action="store_true", help="µs and fused ops per step instead of PEG/s")
+  parser.add_argument("--steps", type=int, default=300, help="--per-step: steps per timed scan")
   args = parser.parse_args()
 
   n, p = 4096, 8
@@ -37,6 +47,9 @@ def main() -> None:
   model = targets.make_regression_model((16, 16, 16))
   logd = targets.make_minibatch_logdensity(model.apply, data_size=n)
   starts = jax.vmap(lambda r: model.init(r, data["x"][:1]))(jax.random.split(jax.random.key(0), args.chains))
+  if args.per_step:
+    per_step(args, logd, starts, data, int(args.batch.split(",")[0]))
+    return
   budget = args.epochs * n
   ratios = {}
   for b in (int(v) for v in args.batch.split(",")):
@@ -60,6 +73,40 @@ def main() -> None:
     ratios[b] = rates["psmile"] / rates["sgld"]
     print(f"ratio_b{b}={ratios[b]:.3f}", flush=True)
   print(f"peg_per_s_ratio={next(iter(ratios.values())):.3f}")
+
+
+def per_step(args, logd, starts, data, b: int) -> None:
+  """µs per vmapped step and fused ops of one compiled step, per kernel, on one fixed minibatch."""
+  c, p = args.chains, data["x"].shape[1]
+  mb = {"x": jnp.broadcast_to(data["x"][:b], (c, b, p)), "y": jnp.broadcast_to(data["y"][:b], (c, b))}
+  fixed = adaptation.fixed_tuner()
+  kernels = {"psmile": chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3)),
+             "psmile_naive": chains.smile_chain_kernel(kernel.psmile(logd, step_size=1e-3, tuner=fixed)),
+             "smile_naive": chains.smile_chain_kernel(kernel.smile(logd, step_size=1e-3, tuner=fixed)),
+             "sgld": baselines.sgld_kernel(logd, step_size=1e-5)}
+  seconds = {}
+  for name, k in kernels.items():
+    vstep = jax.vmap(k.step, in_axes=(0, 0, 0, None))
+    state = jax.vmap(k.init, in_axes=(0, 0, 0, None))(starts, mb, jax.random.split(jax.random.key(1), c), {})
+    one = jax.jit(lambda s, key, vstep=vstep: vstep(jax.random.split(key, c), s, mb, 0))
+    hlo = one.lower(state, jax.random.key(2)).compile().as_text()
+    fusions = collections.Counter(re.findall(r"= \S+ (\w[\w-]*)\(", hlo[hlo.index("ENTRY"):]))["fusion"]
+
+    @jax.jit
+    def run(s, key, vstep=vstep):
+      body = lambda s, t: (vstep(jax.random.split(jax.random.fold_in(key, t), c), s, mb, t)[0], None)
+      return jax.lax.scan(body, s, jnp.arange(args.steps))[0]
+
+    jax.block_until_ready(run(state, jax.random.key(2)))
+    best = float("inf")
+    for r in range(args.repeats):
+      t0 = time.perf_counter()
+      jax.block_until_ready(run(state, jax.random.key(3 + r)))
+      best = min(best, time.perf_counter() - t0)
+    seconds[name] = best / args.steps
+    print(f"{name:13s} {seconds[name] * 1e6:7.1f} us/step  {k.grads_per_step} grads/step  {fusions} fused ops/step",
+          flush=True)
+  print(f"step_peg_per_s_ratio={seconds['sgld'] * 2 / seconds['psmile']:.3f}")
 
 
 if __name__ == "__main__":

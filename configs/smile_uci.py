@@ -5,6 +5,7 @@
   python -m experiments.smile_uci --config=configs/smile_uci.py:A:datasets=energy+airfoil,splits=1 --workdir=runs/smile_A_energy
   python -m experiments.smile_uci --config=configs/smile_uci.py:B --workdir=runs/smile_uci_B
   python -m experiments.smile_uci --config=configs/smile_uci.py:paper --workdir=runs/smile_cifar   # accelerators
+  python -m experiments.smile_uci --config=configs/smile_uci.py:spread --workdir=runs/smile_spread
 
 Presets
   smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (CI, < 1 min).
@@ -27,6 +28,9 @@ Presets
   B      the 8 standard 20-split sets, splits 0-4, 50-50 net, metrics in original units.
   paper  accelerators only: CIFAR-10 through TFDS, jaxml.nn.resnet.ResNet, pSMILE vs SGLD chains
          (datasets/splits arguments do not apply).
+  spread posterior spread against known posteriors (`jaxml.smile.checks`: linear regression with and without
+         correlated features, logistic regression against cached NUTS, an 8-d Gaussian, Neal's funnel), the SMILE
+         variants with L = ∞ and a finite L against SGLD at equal per-example gradients; no UCI data.
 All budgets are in per-example gradient evaluations (PEG); every sampler gets the same PEG per chain.
 `L = 0` means no partial refresh (L = infinity). The ensemble's optimizer is `config.optim`.
 Keys of methods that do not run are left out (every key is read): choose methods with `methods=`.
@@ -36,7 +40,8 @@ import ml_collections
 
 from configs import common
 
-PRESETS = ("smoke", "A", "B", "ref", "uci11", "paper")
+PRESETS = ("smoke", "A", "B", "ref", "uci11", "paper", "spread")
+SPREAD_METHODS = ("psmile", "psmile_naive", "psmile_naive_l", "smile_naive", "smile_naive_l", "sgld")
 UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
@@ -61,7 +66,15 @@ def get_config(arg=None):
   table = "ref" if preset == "uci11" else preset      # uci11 = ref's settings on other data sets
   s = ml_collections.ConfigDict()
   s.protocol = arg.protocol or {"smoke": "standard", "A": "smile", "B": "standard", "ref": "smile", "uci11": "auto",
-                                "paper": "tfds"}[preset]
+                                "paper": "tfds", "spread": "checks"}[preset]
+  if preset == "spread":
+    s.methods = _tuple(arg.methods) if arg.methods else SPREAD_METHODS
+    s.checks = _tuple(arg.datasets) if arg.datasets else ("linreg", "linreg_c0", "logreg", "gauss", "funnel")
+    s.spread_steps = 10_000       # SMILE steps per chain; every sampler gets the same per-example gradients
+    s.spread_chains = 4
+    s.spread_scale_l = 0.1        # finite L = 0.1 · √d · rms(reference std) for the `_l` methods
+    config.smile = s
+    return config
   s.methods = _tuple(arg.methods) if arg.methods else (
       ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)

@@ -1,17 +1,23 @@
-"""MCMC convergence diagnostics (numpy): split-R-hat and effective sample size.
+"""MCMC convergence diagnostics: split-R-hat and effective sample size from `blackjax.diagnostics`.
 
-Inputs are arrays [chains, draws, ...] (extra trailing axes are independent quantities).
+Inputs are arrays [chains, draws, ...] (extra trailing axes are independent quantities); outputs are
+float64 numpy arrays of shape x.shape[2:]. The blackjax functions run under a scoped `jax.enable_x64`, so the
+diagnostics keep float64 precision (log densities of ~1e3 with a spread of ~1 lose digits in float32).
 
-- `split_rhat`: each chain is cut into two halves, giving 2C pseudo-chains of n = ⌊draws/2⌋;
-  with W the mean within-chain variance and B/n the variance of the chain means,
-  R̂ = sqrt(((n−1)/n · W + B/n) / W).  With C = 1 it is the within-chain diagnostic.
-- `ess`: C·n / (1 + 2 Σ_t ρ̂_t), ρ̂_t = 1 − (W − mean_c γ̂_c(t)) / var⁺ (var⁺ = (n−1)/n · W + B/n),
-  with Geyer's initial positive and monotone sequence truncation over lag pairs.
+- `split_rhat`: each chain is cut into two halves (`split_chains`), giving 2C pseudo-chains of n = ⌊draws/2⌋,
+  and blackjax's `potential_scale_reduction` (Gelman–Rubin) of those: with W the mean within-chain variance
+  and B/n the variance of the chain means, R̂ = sqrt(((n−1)/n · W + B/n) / W). With C = 1 it is the
+  within-chain diagnostic.
+- `ess`: blackjax's `effective_sample_size`, C·n / (1 + 2 Σ_t ρ̂_t) with Geyer's initial positive and
+  monotone sequence (a quantity without within-chain variation has ESS 0).
 - `rank_normalize` turns draws into normal scores of their pooled ranks; `bulk_ess` and
   `rank_split_rhat` apply the two diagnostics to them (Vehtari et al. 2021).
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from blackjax import diagnostics
 from scipy.special import ndtri
 from scipy.stats import rankdata
 
@@ -26,13 +32,9 @@ def split_chains(x: np.ndarray) -> np.ndarray:
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:
-  n = x.shape[1]
-  means = x.mean(axis=1)
-  w = x.var(axis=1, ddof=1).mean(axis=0)
-  b_over_n = means.var(axis=0, ddof=1)
-  var_plus = (n - 1) / n * w + b_over_n
-  with np.errstate(divide="ignore", invalid="ignore"):
-    return np.sqrt(var_plus / w)
+  with jax.enable_x64(True):
+    out = diagnostics.potential_scale_reduction(jnp.asarray(x, jnp.float64))
+  return np.asarray(out, np.float64).reshape(x.shape[2:])     # blackjax squeezes trailing axes of size 1 too
 
 
 def split_rhat(x: np.ndarray) -> np.ndarray:
@@ -40,37 +42,14 @@ def split_rhat(x: np.ndarray) -> np.ndarray:
   return _rhat(split_chains(x))
 
 
-def _autocov(x: np.ndarray) -> np.ndarray:
-  """Biased autocovariance along axis 1 via FFT: [C, n, ...] -> [C, n, ...]."""
-  n = x.shape[1]
-  xc = x - x.mean(axis=1, keepdims=True)
-  size = 2 ** int(np.ceil(np.log2(2 * n)))
-  f = np.fft.rfft(xc, n=size, axis=1)
-  acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :n]
-  return acov / n
-
-
 def ess(x: np.ndarray) -> np.ndarray:
   """Effective sample size of x [C, n, ...] (Geyer initial monotone sequence); shape x.shape[2:]."""
   x = np.asarray(x, np.float64)
-  c, n = x.shape[:2]
-  if n < 4:
+  if x.shape[1] < 4:
     raise ValueError("need at least 4 draws per chain")
-  acov = _autocov(x)
-  w = (acov[:, 0] * n / (n - 1)).mean(axis=0)
-  b_over_n = x.mean(axis=1).var(axis=0, ddof=1) if c > 1 else np.zeros_like(w)
-  var_plus = (n - 1) / n * w + b_over_n
-  with np.errstate(divide="ignore", invalid="ignore"):
-    rho = 1.0 - (w - acov.mean(axis=0)) / var_plus          # [n, ...]
-  rho[0] = 1.0
-  pairs = (n - 1) // 2 if n % 2 == 0 else n // 2
-  pair_sums = rho[0:2 * pairs:2] + rho[1:2 * pairs:2]          # P_k = ρ_2k + ρ_2k+1
-  positive = np.cumprod(pair_sums > 0, axis=0).astype(bool)    # initial positive sequence
-  monotone = np.minimum.accumulate(np.where(positive, pair_sums, np.inf), axis=0)
-  monotone = np.where(positive, monotone, 0.0)
-  tau = -1.0 + 2.0 * monotone.sum(axis=0)
-  tau = np.maximum(tau, 1.0 / np.log10(c * n))
-  return c * n / tau
+  with jax.enable_x64(True):
+    out = diagnostics.effective_sample_size(jnp.asarray(x, jnp.float64))
+  return np.asarray(out, np.float64).reshape(x.shape[2:])
 
 
 def rank_normalize(x: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
 __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
            "family_hypers", "group_hypers", "TUNED_PSMILE",
-           "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
+           "config_keys", "row_key", "check_extension", "extend_grid", "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "sgld", "csgld",
            "sghmc", "mclmc", "mclmc_native")
@@ -99,6 +99,89 @@ def member_plan(cfg: Any, n: int) -> tuple[int, int, int]:
   b = min(int(cfg.member_batch), n)
   per_epoch = max(n // b, 1)
   return b, per_epoch, int(min(cfg.member_epochs * per_epoch, cfg.member_max_steps))
+
+
+_SMILE = set(SMILE_VARIANTS)                     # the `smile_family` group
+_ALL_SMILE = _SMILE | set(TUNED_PSMILE)
+# Config keys of the `smile` section by what runs: (condition on (methods, regression protocol), keys).
+_KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_members", "member_max_steps",
+                                "budget_epochs", "warmup_frac", "num_samples")),
+         (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
+                               "rhat_points", "chain_filter_nats", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
+                               "likelihood_scale", "precond_clamp", "nonfinite_halving", "split_source")),
+         (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
+         (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
+         (lambda m, reg: "psmile_vt" in m, ("vt_step_size", "vt_target", "vt_gain", "vt_settle_frac")),
+         (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
+         (lambda m, reg: "csgld" in m, ("csgld_step_size", "csgld_cycles", "csgld_explore")),
+         (lambda m, reg: "sghmc" in m, ("sghmc_step_size", "sghmc_momentum_decay")),
+         (lambda m, reg: bool(m & {"mclmc", "mclmc_native"}), ("mclmc_energy_var",)),
+         (lambda m, reg: "mclmc_native" in m, ("mclmc_native_tune", "mclmc_native_samples", "mclmc_native_chains")),
+         (lambda m, reg: not reg, ("num_classes", "resnet_stage_sizes", "resnet_width", "paper_dataset",
+                                   "paper_batch", "paper_load_batch", "paper_train_limit", "paper_test_limit")))
+
+
+def config_keys(methods: Sequence[str], protocol: str) -> tuple[str, ...]:
+  """The keys of the experiment's `smile` section that a run of `methods` under `protocol` reads (strict configs:
+  each is read); protocol "checks" is the known-posterior spread run (`checks.run_spread`)."""
+  if protocol == "checks":
+    return ("protocol", "methods", "checks", "spread_steps", "spread_chains", "spread_scale_l")
+  methods, regression = set(methods), protocol != "tfds"
+  return tuple(k for cond, keys in _KEYS if cond(methods, regression) for k in keys)
+
+
+def row_key(r: dict) -> tuple:
+  return r["method"], r["dataset"], r["split"], r["seed"]
+
+
+def check_extension(base: dict, extra: dict) -> None:
+  """ValueError unless the `smile` config `extra` is `base`'s protocol on other ε₀ values: every key both have is
+  equal, except the run's data sets / splits / methods and the ε₀ grids, which must be disjoint."""
+  for k in sorted(base.keys() & extra.keys()):
+    if k.endswith("step_size"):
+      if set(base[k]) & set(extra[k]):
+        raise ValueError(f"{k}: the extension repeats ε₀ values {sorted(set(base[k]) & set(extra[k]))}")
+    elif k not in ("datasets", "splits", "methods") and base[k] != extra[k]:
+      raise ValueError(f"{k}: {extra[k]!r} in the extension, {base[k]!r} in the base run")
+
+
+def _valid(r: dict) -> float:
+  """A row's validation LPPD; null (non-finite: every chain diverged) is -inf, as in `pipeline`'s ε₀ choice."""
+  v = r["metrics"]["valid_lppd"]
+  return -float("inf") if v is None else float(v)
+
+
+def extend_grid(base: list[dict], extra: list[dict]) -> list[dict]:
+  """The rows of an ε₀ grid extended by runs of the same protocol on other ε₀ values only (`extra`).
+
+  A method's row (one with `step_size0`) becomes whichever of its base and extra rows has the higher validation
+  LPPD: the validation choice over the union grid, since a chain's draws do not depend on the other ε₀ of its run
+  (`pipeline.combo_chain_ids`); a tie keeps the base row. grid_peg and wall_s add up. Only what the extension
+  covers is kept: base rows of grid methods without an extra row (grid not extended) are dropped, rows without a
+  grid (map, de) are kept on the (dataset, split, seed) cells of `extra`. An extra row without a base row, or
+  without a grid, is an error."""
+  more = {}
+  for r in extra:
+    if "step_size0" not in r["metrics"]:
+      raise ValueError(f"extension row {row_key(r)} has no ε₀ grid")
+    more[row_key(r)] = r
+  cells = {k[1:] for k in more}
+  out, used = [], set()
+  for r in base:
+    if "step_size0" not in r["metrics"]:
+      if row_key(r)[1:] in cells:
+        out.append(r)
+      continue
+    e = more.get(row_key(r))
+    if e is None:
+      continue
+    used.add(row_key(r))
+    best = e if _valid(e) > _valid(r) else r
+    out.append(dict(best, metrics=dict(best["metrics"]),
+                    cost=best["cost"] | {k: r["cost"][k] + e["cost"][k] for k in ("grid_peg", "wall_s")}))
+  if set(more) - used:
+    raise ValueError(f"extension rows without a base row: {sorted(set(more) - used)}")
+  return out
 
 
 def fit_ensemble(method: core.Method, member_batches: Sequence[Callable[[int], dict]], train_cfg: Any, *,

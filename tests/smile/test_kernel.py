@@ -96,15 +96,19 @@ def test_preconditioner_halves_anisotropy_bias_spec():
   assert pre <= 0.5 * naive, (naive, pre)
 
 
-def test_reset_rate_band():
+def test_reset_rate_is_one_minus_p_reset():
+  """A reset fires when |ΔE| exceeds the p_reset quantile of the Gamma law fitted to |ΔE|, so the reset rate is
+  1 − p_reset up to the misfit of that law (measured on this target: 0.0072 at p_reset = 0.99, 0.055 at 0.95)."""
   kappa, prec, _ = analytic.rotated_gaussian()
-  s = kernel.psmile(analytic.noisy_logdensity(prec), step_size=3e-3, L=1000.0,
-                    tuner=adapt.ref_tuner(p_reset=0.99, alpha=0.05))
-  _, resets, eps = analytic.run_noisy_chains(s, prec, jnp.sqrt(256.0) * kappa, num_chains=2, num_steps=20_000,
-                                             burn_in=0, thin=1)
-  rate = resets.mean()
-  assert 0.003 <= rate <= 0.03, rate
-  assert np.all(np.isfinite(eps))
+  rates = {}
+  for p_reset in (0.99, 0.95):
+    s = kernel.psmile(analytic.noisy_logdensity(prec), step_size=3e-3, L=1000.0,
+                      tuner=adapt.ref_tuner(p_reset=p_reset, alpha=0.05))
+    _, resets, eps = analytic.run_noisy_chains(s, prec, jnp.sqrt(256.0) * kappa, num_chains=2, num_steps=20_000,
+                                               burn_in=0, thin=1)
+    rates[p_reset] = float(resets.mean())
+    assert np.all(np.isfinite(eps))
+    assert 0.6 * (1 - p_reset) <= rates[p_reset] <= 1.4 * (1 - p_reset), rates
 
 
 def test_nonfinite_injection_reverts_and_halves():

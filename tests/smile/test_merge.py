@@ -1,4 +1,4 @@
-"""experiments.smile_uci.merge: several runs' results.json as one table, paired comparison and figure."""
+"""experiments.smile_report.merge: several runs' results.json as one table, paired comparison and figure."""
 
 import json
 import os
@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from experiments import common, smile_uci
+from experiments import common, smile_report
+from jaxml.smile import pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Per (dataset): method -> (valid LPPD, test LPPD) on every split; split s adds 0.01 * s to both.
@@ -39,7 +40,7 @@ def test_merge_recomputes_choices_and_counts_paired_wins(tmp_path):
   a, b, out = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "out")
   _fake_run(a, "yacht", (0, 1, 2))
   _fake_run(b, "airfoil", (1, 2, 3))
-  rows = smile_uci.merge([a, b], out)
+  rows = smile_report.merge([a, b], out)
   by = {(r["method"], r["dataset"], r["split"]): r["metrics"] for r in rows}
   assert len(rows) == 2 * 3 * (5 + 2)       # 5 methods + smile_best + psmile_best per (set, split)
   for split in (0, 1, 2):
@@ -63,20 +64,20 @@ def test_merge_recomputes_choices_and_counts_paired_wins(tmp_path):
   # The same rows summarised as one run give the same chosen rows.
   single = json.load(open(os.path.join(a, "results.json")))["rows"] + json.load(open(os.path.join(b, "results.json")))["rows"]
   os.makedirs(tmp_path / "one")
-  assert smile_uci.summarize(single, str(tmp_path / "one"), {"airfoil"}) == rows
+  assert smile_report.summarize(single, str(tmp_path / "one"), {"airfoil"}) == rows
 
 
 def test_merge_rejects_a_row_in_two_runs(tmp_path):
   _fake_run(str(tmp_path / "a"), "yacht", (0, 1))
   _fake_run(str(tmp_path / "b"), "yacht", (1, 2))
   with pytest.raises(ValueError, match="more than one of the merged runs"):
-    smile_uci.merge([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "out"))
+    smile_report.merge([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "out"))
 
 
 def test_anchor_line_only_on_the_authors_splits():
-  assert smile_uci.data_protocol("auto", "airfoil") == "smile"
-  assert smile_uci.data_protocol("auto", "energy") == "standard"
-  assert smile_uci.data_protocol("smile", "energy") == "smile"
+  assert smile_report.data_protocol("auto", "airfoil") == "smile"
+  assert smile_report.data_protocol("auto", "energy") == "standard"
+  assert smile_report.data_protocol("smile", "energy") == "smile"
 
 
 def test_merge_command_line(tmp_path):
@@ -106,7 +107,7 @@ def test_extend_grid_chooses_by_validation_over_the_union_grid():
           dict(de, split=1), _grid_row("sgld", 1, -0.5, -0.6)]  # split 1: not in the extension, dropped
   extra = [_grid_row("psmile_clamp", 0, -0.9, -1.5, grid_peg=1.0, eps=3e-2),   # higher validation: chosen
            _grid_row("sgld", 0, -0.7, 0.5, grid_peg=1.0, eps=3e-4)]            # better test, lower validation
-  out = smile_uci.extend_grid(base, extra)
+  out = pipeline.extend_grid(base, extra)
   rows = {r["method"]: r for r in out}
   assert len(out) == 3 and set(rows) == {"de", "psmile_clamp", "sgld"} and rows["de"] == de
   assert rows["psmile_clamp"]["metrics"] == extra[0]["metrics"]     # chosen on validation, not on test
@@ -115,22 +116,22 @@ def test_extend_grid_chooses_by_validation_over_the_union_grid():
   assert rows["psmile_clamp"]["cost"]["wall_s"] == 4.0 and rows["psmile_clamp"]["cost"]["sampler_peg"] == 1.0
   assert base[1]["cost"]["grid_peg"] == 3.0                        # inputs untouched
   diverged = _grid_row("sgld", 0, float("-inf"), float("nan"), grid_peg=1.0, eps=3e-4)   # all chains diverged: nulls
-  assert {r["method"]: r for r in smile_uci.extend_grid(base, [diverged])}["sgld"]["metrics"] == base[2]["metrics"]
+  assert {r["method"]: r for r in pipeline.extend_grid(base, [diverged])}["sgld"]["metrics"] == base[2]["metrics"]
   with pytest.raises(ValueError, match="without a base row"):
-    smile_uci.extend_grid(base, [_grid_row("sgld", 2, 0.0, 0.0)])
+    pipeline.extend_grid(base, [_grid_row("sgld", 2, 0.0, 0.0)])
   with pytest.raises(ValueError, match="no ε₀ grid"):
-    smile_uci.extend_grid(base, [de])
+    pipeline.extend_grid(base, [de])
 
 
 def test_check_extension_needs_the_same_protocol_and_new_step_sizes():
   base = {"protocol": "auto", "budget_steps": 1200, "datasets": ["yacht"], "methods": ["de", "sgld"],
           "smile_step_size": [1e-2, 1e-3], "sgld_step_size": [1e-5]}
-  smile_uci.check_extension(base, base | {"datasets": ["boston"], "methods": ["sgld"], "smile_step_size": [3e-2],
+  pipeline.check_extension(base, base | {"datasets": ["boston"], "methods": ["sgld"], "smile_step_size": [3e-2],
                                           "sgld_step_size": [3e-4]})
   with pytest.raises(ValueError, match="repeats"):
-    smile_uci.check_extension(base, base | {"smile_step_size": [3e-2, 1e-2]})
+    pipeline.check_extension(base, base | {"smile_step_size": [3e-2, 1e-2]})
   with pytest.raises(ValueError, match="budget_steps"):
-    smile_uci.check_extension(base, base | {"smile_step_size": [3e-2], "sgld_step_size": [3e-4],
+    pipeline.check_extension(base, base | {"smile_step_size": [3e-2], "sgld_step_size": [3e-4],
                                             "budget_steps": 2400})
 
 
@@ -145,7 +146,7 @@ def test_merge_extend_recomputes_the_chosen_rows(tmp_path):
     os.makedirs(w)
     common.write_json(os.path.join(w, "results.json"), {"experiment": "smile_uci", "rows": rows, "wall_s": 5.0})
     common.write_json(os.path.join(w, "config.json"), {"smile": c})
-  rows = {r["method"]: r for r in smile_uci.merge([base], out, extend=[ext])}
+  rows = {r["method"]: r for r in smile_report.merge([base], out, extend=[ext])}
   # psmile_naive's 3e-2 row now wins validation over psmile_clamp's 1e-2 row (-0.5 > -0.8): it is psmile_best.
   assert rows["psmile_naive"]["metrics"]["step_size0"] == 3e-2 and rows["psmile_clamp"]["metrics"]["step_size0"] == 1e-2
   assert rows["psmile_best"]["metrics"]["lppd"] == rows["smile_best"]["metrics"]["lppd"] == -1.2
@@ -153,7 +154,7 @@ def test_merge_extend_recomputes_the_chosen_rows(tmp_path):
   res = json.load(open(os.path.join(out, "results.json")))
   assert res["sources"] == [base, ext] and res["wall_s"] == 10.0
   with pytest.raises(ValueError, match="repeats"):
-    smile_uci.merge([base], str(tmp_path / "out2"), extend=[base])
+    smile_report.merge([base], str(tmp_path / "out2"), extend=[base])
 
 
 def test_plot_survives_a_data_set_where_every_row_diverged(tmp_path):
@@ -161,7 +162,7 @@ def test_plot_survives_a_data_set_where_every_row_diverged(tmp_path):
   rows = [_grid_row("sgld", 0, float("-inf"), float("nan"), eps=1e-3), _grid_row("sgld", 1, -1.0, -1.1)]
   assert rows[0]["metrics"]["lppd"] is None
   rows[1] = dict(rows[1], dataset="airfoil")
-  smile_uci.make_plot(rows, str(tmp_path), anchored=set())
+  smile_report.make_plot(rows, str(tmp_path), anchored=set())
   assert os.path.getsize(tmp_path / "lppd_vs_peg.png") > 0
 
 
@@ -169,12 +170,12 @@ def test_plot_marks_points_below_the_panel_range(tmp_path, monkeypatch):
   """The y-range starts near the 15th percentile of the panel's LPPDs; a method below it (DE's σ = 1 members)
   gets a labelled arrow at the bottom edge instead of vanishing from the figure."""
   figs = []
-  monkeypatch.setattr(smile_uci.common, "save_plot", lambda fig, workdir, name: figs.append(fig))
+  monkeypatch.setattr(smile_report.common, "save_plot", lambda fig, workdir, name: figs.append(fig))
   de = common.row(method="de", dataset="yacht", split=0, seed=0, metrics={"lppd": -3.5, "rmse": 2.0},
                   cost={"peg": 1e4, "wall_s": 1.0})
   rows = [de] + [_grid_row(m, 0, -1.0, lppd) for m, lppd in (("psmile_naive", -1.0), ("psmile_clamp", -1.05),
                                                               ("sgld", -1.2), ("sghmc", -1.1), ("smile_naive", -1.15))]
-  smile_uci.make_plot(rows, str(tmp_path), anchored=set())
+  smile_report.make_plot(rows, str(tmp_path), anchored=set())
   ax = figs[0].axes[0]
   lo = ax.get_ylim()[0]
   assert -3.5 < lo < -1.2
