@@ -186,8 +186,12 @@ def test_each_method_compiles_once_and_trains(method):
     state, metrics = step(state, batch)
   chex.assert_tree_all_finite(state.params)
   assert np.isfinite(float(metrics["loss"]))
-  x = jax.jit(gen.sample_fn, static_argnums=4)(state.ema_params, jnp.zeros((4, 2)), None, jax.random.key(1), 2)
+  x0 = jnp.asarray([[0.0, 0.0], [0.0, 0.0], [1.0, -1.0], [2.0, 0.5]])
+  x = jax.jit(gen.sample_fn, static_argnums=4)(state.ema_params, x0, None, jax.random.key(1), 1)
   chex.assert_shape(x, (4, 2))
+  assert float(jnp.min(jnp.abs(x - x0).sum(-1))) > 1e-4            # the network moves every sample
+  np.testing.assert_allclose(x[0], x[1], rtol=1e-6, atol=1e-6)     # same noise, same sample
+  assert float(jnp.abs(x[2] - x[3]).sum()) > 1e-4                  # a map of its noise, not a constant
 
 
 def test_sharded_emf_step_matches_single_device():
