@@ -5,7 +5,8 @@ For every target of `jaxml.smile.posteriors` each method runs `--chains` chains 
 per-example gradient evaluations (PEG): pSMILE takes 2 batch gradients per step, SGLD 1, SGHMC
 (blackjax, 10 integration steps per minibatch) 10, full-batch MCLMC 2N. The first half of every run
 is warmup. Grids use one number from the reference, σ_min (its smallest std), the same way for every
-target: SGLD and SGHMC η ∈ σ_min² · {0.01, 0.03, 0.1, 0.3}, pSMILE ε₀ ∈ σ_min √d · {⅛, ¼, ½, 1};
+target: SGLD η ∈ σ_min² · {0.01, 0.03, 0.1, 0.3}, SGHMC ε ∈ σ_min · {0.03, 0.1, 0.3, 1} (blackjax's unit
+mass, so ε is a leapfrog step), pSMILE ε₀ ∈ σ_min √d · {⅛, ¼, ½, 1};
 each method is scored at its best grid point (smallest mean + std error, the same oracle for all).
 MCLMC tunes its own L and ε (blackjax `mclmc_find_L_and_step_size`, Var[ΔE]/d target 5e-4).
 
@@ -33,7 +34,8 @@ import numpy as np
 from jaxml.smile import auto_l, chains, checks, kernel, posteriors
 
 GRID = (0.125, 0.25, 0.5, 1.0)          # pSMILE ε₀ in units of σ_min √d
-SG_GRID = (0.01, 0.03, 0.1, 0.3)        # SGLD / SGHMC η in units of σ_min²
+SG_GRID = (0.01, 0.03, 0.1, 0.3)        # SGLD η in units of σ_min²
+HMC_GRID = (0.03, 0.1, 0.3, 1.0)        # SGHMC ε (unit mass: a leapfrog step) in units of σ_min
 SGHMC_STEPS = 10                        # blackjax.sghmc's default integration steps per minibatch
 
 
@@ -89,26 +91,36 @@ def _sg_info(position: jax.Array, eps: jax.Array) -> dict:
           "step_size": eps}
 
 
-def methods(check: checks.Check, total_smile_steps: int) -> dict[str, tuple[Any, tuple[float, ...]]]:
-  """name -> (ChainKernel or None for MCLMC, grid of step sizes)."""
+def _auto(**kw: Any) -> Callable:
+  return lambda f, total: sampler_kernel(lambda e: auto_l.psmile_auto(f, step_size=e, num_steps=total, **kw))
+
+
+# short name -> (row name, factory(logdensity_fn, total pSMILE steps) -> ChainKernel, grid kind)
+METHODS = {
+    "auto": ("pSMILE auto-L", _auto(), "eps"),
+    "auto_ref": ("auto-L, tuner ref", _auto(tuner="ref"), "eps"),
+    "auto_eq": ("auto-L, tuner energy_quantile", _auto(tuner="energy_quantile"), "eps"),
+    "auto_virial": ("auto-L, tuner virial", _auto(tuner="virial"), "eps"),
+    "auto_fixed": ("auto-L, fixed eps", _auto(tuned=False), "eps"),
+    "auto_l02": ("auto-L, l_factor 0.2", _auto(l_factor=0.2), "eps"),
+    "auto_l1": ("auto-L, l_factor 1", _auto(l_factor=1.0), "eps"),
+    "inf": ("pSMILE L=inf", lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), "eps"),
+    "naive": ("pSMILE L=inf naive",
+              lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuned=False)), "eps"),
+    "sgld": ("SGLD", lambda f, total: sgld_kernel(f), "sg"),
+    "sghmc": ("SGHMC", lambda f, total: sghmc_kernel(f), "hmc"),
+    "mclmc": ("MCLMC (full batch)", None, None),
+}
+
+
+def grid_for(check: checks.Check, kind: str | None) -> tuple[float, ...]:
   dim = check.ref_mean.shape[0]
   smin = float(np.min(check.ref_std))
-  f = check.logdensity_fn
-  eps_grid = tuple(g * smin * math.sqrt(dim) for g in GRID)
-  sg_grid = tuple(g * smin ** 2 for g in SG_GRID)
-  return {
-      "pSMILE auto-L": (sampler_kernel(lambda e: auto_l.psmile_auto(f, step_size=e, num_steps=total_smile_steps)),
-                        eps_grid),
-      "pSMILE L=inf": (sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), eps_grid),
-      "pSMILE L=inf naive": (sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuned=False)), eps_grid),
-      "SGLD": (sgld_kernel(f), sg_grid),
-      "SGHMC": (sghmc_kernel(f), sg_grid),
-      "MCLMC (full batch)": (None, ()),
-  }
-
-
-SHORT = {"auto": "pSMILE auto-L", "inf": "pSMILE L=inf", "naive": "pSMILE L=inf naive", "sgld": "SGLD",
-         "sghmc": "SGHMC", "mclmc": "MCLMC (full batch)"}
+  if kind == "eps":
+    return tuple(g * smin * math.sqrt(dim) for g in GRID)
+  if kind == "hmc":
+    return tuple(g * smin for g in HMC_GRID)
+  return tuple(g * smin ** 2 for g in SG_GRID) if kind == "sg" else ()
 
 
 def _ess_per_kpeg(samples: np.ndarray, peg_total: float) -> float:
@@ -120,32 +132,40 @@ def _ess_per_kpeg(samples: np.ndarray, peg_total: float) -> float:
 
 
 def run_method(check: checks.Check, kern: Any, grid: tuple[float, ...], *, steps: int, num_chains: int,
-               num_samples: int, seed: int) -> list[dict]:
-  """All grid points of one method on one target: one row per step size."""
+               num_samples: int, seeds: list[int]) -> list[list[dict]]:
+  """All grid points of one method on one target, per seed (one compile): [seed][grid point] rows."""
   dim = check.ref_mean.shape[0]
   n = int(check.data["y"].shape[0])
   b = check.batch_size
   budget = 2 * b * steps                                   # PEG per chain
-  key = jax.random.fold_in(jax.random.key(seed), 7)
-  starts = check.init_scale * jax.random.normal(jax.random.fold_in(key, 1), (num_chains, dim))
+  keys = [jax.random.fold_in(jax.random.key(seed), 7) for seed in seeds]
+  starts = [check.init_scale * jax.random.normal(jax.random.fold_in(k, 1), (num_chains, dim)) for k in keys]
   if kern is None:
     total = max(budget // (2 * n), 40)
     samples = min(num_samples, total // 2)
     thin = max((total - total // 2) // samples, 1)
-    full = lambda th: check.logdensity_fn(th, check.data)
-    res = chains.run_mclmc(full, starts, jax.random.fold_in(key, 2), data_size=n, num_tune=total - samples * thin,
-                           num_samples=samples, thin=thin, desired_energy_var=5e-4)
-    return [_score(check, np.asarray(res.positions), res.peg_per_chain, float("nan"),
-                   float(np.median(np.asarray(res.step_size))))]
+    runner = chains.make_mclmc_runner(lambda x, y: (lambda th: check.logdensity_fn(th, check.data)),
+                                      num_chains=num_chains, data_size=n, num_tune=total - samples * thin,
+                                      num_samples=samples, thin=thin, desired_energy_var=5e-4)
+    out = []
+    for k, st in zip(keys, starts):
+      res = runner(st, {"x": jnp.zeros(()), "y": jnp.zeros(())}, jax.random.fold_in(k, 2))
+      out.append([_score(check, np.asarray(res.positions), res.peg_per_chain, float("nan"),
+                         float(np.median(np.asarray(res.step_size))))])
+    return out
   g = len(grid)
   total = budget // (kern.grads_per_step * b)
   thin = max((total // 2) // num_samples, 1)
   hypers = {"step_size": jnp.repeat(jnp.asarray(grid, jnp.float32), num_chains)}
-  res = chains.run_chains(kern, jnp.tile(starts, (g, 1)), check.data, jax.random.fold_in(key, 2), batch_size=b,
-                          num_warmup=total - num_samples * thin, num_samples=num_samples, thin=thin, hypers=hypers)
-  pos = np.asarray(res.positions).reshape(g, num_chains, num_samples, dim)
-  eps = np.asarray(res.step_size).reshape(g, num_chains)
-  return [_score(check, pos[i], res.peg_per_chain, grid[i], float(np.median(eps[i]))) for i in range(g)]
+  runner = chains.make_chain_runner(kern, num_chains=g * num_chains, data_size=n, batch_size=b,
+                                    num_warmup=total - num_samples * thin, num_samples=num_samples, thin=thin)
+  out = []
+  for k, st in zip(keys, starts):
+    res = runner(jnp.tile(st, (g, 1)), check.data, jax.random.fold_in(k, 2), hypers)
+    pos = np.asarray(res.positions).reshape(g, num_chains, num_samples, dim)
+    eps = np.asarray(res.step_size).reshape(g, num_chains)
+    out.append([_score(check, pos[i], res.peg_per_chain, grid[i], float(np.median(eps[i]))) for i in range(g)])
+  return out
 
 
 def _score(check: checks.Check, pos: np.ndarray, peg: int, eps0: float, eps: float) -> dict:
@@ -172,7 +192,7 @@ def verdicts(results: dict, method: str = "pSMILE auto-L") -> dict[str, dict]:
   return out
 
 
-def table(results: dict) -> str:
+def table(results: dict, candidate: str = "pSMILE auto-L") -> str:
   targets = list(results)
   names = list(dict.fromkeys(m for t in targets for m in results[t]))
   lines = ["| method | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
@@ -181,11 +201,11 @@ def table(results: dict) -> str:
               if m in results[t] else "") for t in targets]
     lines.append(f"| {m} | " + " | ".join(cells) + " |")
   lines.append("\ncells: mean error / std error (reference-std units, rms over coordinates) / ESS per 1000 PEG")
-  v = verdicts(results)
+  v = verdicts(results, candidate)
   if v:
     mean_pass = [t for t in v if v[t]["mean_err"]]
     std_pass = [t for t in v if v[t]["std_err"]]
-    lines.append(f"pSMILE auto-L within 1.5x of min(SGLD, MCLMC): mean {len(mean_pass)}/{len(v)}, "
+    lines.append(f"{candidate} within 1.5x of min(SGLD, MCLMC): mean {len(mean_pass)}/{len(v)}, "
                  f"std {len(std_pass)}/{len(v)}; misses: mean {sorted(set(v) - set(mean_pass))}, "
                  f"std {sorted(set(v) - set(std_pass))}")
   return "\n".join(lines)
@@ -202,7 +222,17 @@ def main() -> None:
   parser.add_argument("--root", default="data", help="the data folder (uci/ and posteriors/)")
   parser.add_argument("--out", default="runs/smile_posteriors.json")
   parser.add_argument("--write-references", action="store_true", help="run NUTS for the cached references")
+  parser.add_argument("--merge", default="", help="comma-separated result files: print their merged table only")
+  parser.add_argument("--candidate", default="pSMILE auto-L", help="the row that the pass counts judge")
   args = parser.parse_args()
+  if args.merge:
+    merged = {}
+    for path in args.merge.split(","):
+      with open(path) as fh:
+        for target, by_method in json.load(fh)["results"].items():
+          merged.setdefault(target, {}).update(by_method)
+    print(table(merged, args.candidate))
+    return
   if args.write_references:
     print(posteriors.write_references(args.root))
     return
@@ -212,24 +242,24 @@ def main() -> None:
   results, raw = {}, []
   for check in posteriors.suite(args.root, names):
     results[check.name] = {}
-    total = args.steps
     for short in args.methods.split(","):
-      name = SHORT[short]
-      kern, grid = methods(check, total)[name]
-      per_seed = []
-      for seed in seeds:
-        t1 = time.perf_counter()
-        rows = run_method(check, kern, grid, steps=args.steps, num_chains=args.chains, num_samples=args.samples,
-                          seed=seed)
+      name, factory, kind = METHODS[short]
+      t1 = time.perf_counter()
+      kern = None if factory is None else factory(check.logdensity_fn, args.steps)
+      per_seed = run_method(check, kern, grid_for(check, kind), steps=args.steps, num_chains=args.chains,
+                            num_samples=args.samples, seeds=seeds)
+      chosen = []
+      for seed, rows in zip(seeds, per_seed):
         raw += [{"target": check.name, "method": name, "seed": seed, **r} for r in rows]
-        per_seed.append(best(rows))
-        r = per_seed[-1]
-        print(f"{check.name:15s} {name:20s} seed {seed} mean {r['mean_err']:7.3f} std {r['std_err']:7.3f} "
-              f"ess/kPEG {r['ess_per_kpeg']:8.3g} eps0 {r['eps0']:.3g} ({time.perf_counter() - t1:.1f}s)", flush=True)
-      results[check.name][name] = {k: float(np.mean([r[k] for r in per_seed]))
+        chosen.append(best(rows))
+      results[check.name][name] = {k: float(np.mean([r[k] for r in chosen]))
                                    for k in ("mean_err", "std_err", "ess_per_kpeg")}
+      r = results[check.name][name]
+      print(f"{check.name:15s} {name:30s} mean {r['mean_err']:7.3f} std {r['std_err']:7.3f} "
+            f"ess/kPEG {r['ess_per_kpeg']:8.3g} eps0 {[c['eps0'] for c in chosen]} ({time.perf_counter() - t1:.1f}s)",
+            flush=True)
   wall = time.perf_counter() - t0
-  text = table(results)
+  text = table(results, args.candidate)
   print(text)
   print(f"wall {wall:.0f}s")
   os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

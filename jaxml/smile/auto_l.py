@@ -7,17 +7,33 @@ posteriors of `posteriors` show it; docs/methods/smile.md, "Defaults"). blackjax
 `psmile_auto` does the same online, per chain, during warmup:
 
   m ← m + r_t (θ − m),  v ← (1 − r_t)(v + r_t (θ − m_old)²),  r_t = min(forget / t, 1),
-  L_t = max(l_factor · √(Σ_i v_i),  floor · ε_t),
+  L_t = l_factor · √(Σ_i v_i)  (≥ l_floor · ε_t in the first half of the warmup),
 
 a running variance whose weights grow like (s/t)^(forget − 1) (forget = 2 down-weights the transient from the
-start), floored at a few step sizes so that the very first steps are not all refresh. L is updated every step
+start); in the first half of the warmup L is also floored at l_floor · ε so that the first steps, whose variance
+estimate is still near zero, are not all refresh. L is updated every step
 up to `adapt_steps`, then frozen; without a run length (`num_steps` and `adapt_steps` both None) it keeps
 adapting with the decaying rate r_t. An explicit `L=` is used as is. `adapt_steps` defaults to
 `adapt_frac` (½) of `num_steps`, and is passed on to the step-size tuners that average and freeze ε
 ("energy_quantile", "virial").
 
-The wrapper only calls the public kernel API (`kernel.psmile(...)`, `.init`, `.step`): the sampler is rebuilt
-inside every step with the state's (traced) L, which the kernel accepts as an array.
+Noise cap on ε. A finite L alone does not remove the spread bias of minibatch runs: a noisy force h = c⊙(g + ξ)
+turns the unit velocity by δ = ε|h_⊥|/(d − 1) per step, and when the noise part of δ is O(1) the velocity
+follows the noise direction (θ walks along normalised noisy gradients, whose law is not the posterior). The
+wrapper estimates the noise variance per coordinate as σ̂² = mean_j (g_t − 2g_{t−1} + g_{t−2})_j² / 6 (running,
+rate r_t; three consecutive batches, whose independent noises add 6σ² while a smooth drift of g cancels) and, in the second half of the warmup, lowers ε to
+
+  ε ≤ κ (d − 1) / √(d σ̂²)        (κ = noise_kappa = 0.3),
+
+so that the noise turns u by at most ~κ per step. At full batch the second difference is only the curvature of g's path,
+and the cap is also gated: it acts only while the running ΔE²/d
+exceeds `energy_gate` (1), which the batch-to-batch change of log p̂ makes large with minibatches and the
+integration error keeps small at full batch. The first half of the warmup still travels at ε₀. After
+the warmup ε is no longer capped (the kernel's tuner, if on, keeps its own rule).
+
+The wrapper only calls the public kernel API (`kernel.psmile(...)`, `.init`, `.step`) and reads / writes the
+public fields of its `SmileState` (position, gradient, step size): the sampler is rebuilt inside every step
+with the state's (traced) L, which the kernel accepts as an array.
 """
 
 import math
@@ -35,6 +51,8 @@ __all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "DEFAULT_TUNER
 L_FACTOR = 0.4          # blackjax's l_factor: L = 0.4 · √(Σ Var θ)
 ADAPT_FRAC = 0.5        # adapt_steps = ½ of num_steps when the run length is given
 FORGET = 2.0            # running-variance rate forget / t
+NOISE_KAPPA = 0.3       # ε ≤ κ (d − 1) / |c⊙ξ|: the gradient noise turns the velocity by at most ~κ per step
+ENERGY_GATE = 1.0       # the noise cap acts only while the running ΔE²/d exceeds this (minibatch noise present)
 L_FLOOR = 2.0           # L ≥ 2 ε while the variance estimate is still small
 DEFAULT_TUNER = "ref"   # step-size rule (chosen by mean error over keys on the posterior suite)
 _TUNERS_WITH_ADAPT_STEPS = ("energy_quantile", "virial", "virial_ladder")
@@ -49,6 +67,9 @@ class AutoLState(NamedTuple):
   var: jax.Array
   t: jax.Array
   initial_step_size: jax.Array
+  noise: jax.Array                # running mean_j (g_t − 2 g_{t−1} + g_{t−2})_j² / 6: the gradient-noise variance
+  grad_before: jax.Array          # [d] g_{t−2} (g_{t−1} is the kernel state's gradient)
+  energy: jax.Array               # running mean of ΔE² / d (ΔE across batches: large only when the batches differ)
 
   @property
   def position(self) -> Any:
@@ -58,7 +79,8 @@ class AutoLState(NamedTuple):
 def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
                 adapt_frac: float = ADAPT_FRAC, l_factor: float = L_FACTOR, forget: float = FORGET,
-                l_floor: float = L_FLOOR, precondition: bool = True, tuned: bool = True,
+                l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,
+                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuned: bool = True,
                 tuner: str = DEFAULT_TUNER, **kwargs: Any) -> kernel.Sampler:
   """pSMILE whose L is set during warmup from each chain's running position variance (see module docstring).
 
@@ -90,7 +112,9 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
     eps0 = jnp.asarray(step_size, jnp.float32)
     flat = ravel_pytree(position)[0]
     inner = build(l_floor * eps0, eps0).init(position, minibatch, rng)
-    return AutoLState(inner, l_floor * eps0, flat, jnp.zeros_like(flat), jnp.zeros((), jnp.int32), eps0)
+    return AutoLState(inner, l_floor * eps0, flat, jnp.zeros_like(flat), jnp.zeros((), jnp.int32), eps0,
+                      jnp.zeros((), jnp.float32), ravel_pytree(inner.integrator.logdensity_grad)[0],
+                      jnp.zeros((), jnp.float32))
 
   def step(rng: jax.Array, state: AutoLState, minibatch: Any) -> tuple[AutoLState, kernel.SmileInfo]:
     inner, info = build(state.L, state.initial_step_size).step(rng, state.smile, minibatch)
@@ -100,9 +124,24 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
     delta = flat - state.mean
     mean = state.mean + rate * delta
     var = (1.0 - rate) * (state.var + rate * delta ** 2)
-    length = jnp.maximum(l_factor * jnp.sqrt(jnp.sum(var)), l_floor * info.step_size)
+    grad_last = ravel_pytree(state.smile.integrator.logdensity_grad)[0]
+    # second difference: independent batch noise adds 6 σ² to its square, a smooth drift of g almost nothing
+    diff = ravel_pytree(inner.integrator.logdensity_grad)[0] - 2.0 * grad_last + state.grad_before
+    noise_rate = jnp.where(t > 1, rate, 0.0)    # g_{t−2} exists from the second step on
+    noise = state.noise + noise_rate * (jnp.mean(diff ** 2) / 6.0 - state.noise)
+    energy = state.energy + rate * (info.energy_change ** 2 / flat.shape[0] - state.energy)
+    settle = (adapt_steps // 2) if adapt_steps is not None else 100
+    length = l_factor * jnp.sqrt(jnp.sum(var))
+    length = jnp.where(t > settle, length, jnp.maximum(length, l_floor * info.step_size))
     adapting = jnp.ones((), bool) if adapt_steps is None else t <= adapt_steps
     new_l = jnp.where(adapting, length, state.L)
-    return AutoLState(inner, new_l, mean, var, t, state.initial_step_size), info
+    if noise_kappa is not None:
+      # the noise turns u by δ = ε |c⊙ξ| / (d − 1) per step; keep δ ≤ κ (from the second half of the warmup on)
+      dim = flat.shape[0]
+      cap = noise_kappa * (dim - 1) / jnp.sqrt(dim * noise + 1e-30)
+      noisy = energy > energy_gate     # full batch (or tiny noise): ΔE²/d ≪ 1 and the cap stays off
+      eps = jnp.where(adapting & noisy & (t > settle), jnp.minimum(inner.step_size, cap), inner.step_size)
+      inner = inner._replace(step_size=eps, initial_step_size=jnp.minimum(inner.initial_step_size, eps))
+    return AutoLState(inner, new_l, mean, var, t, state.initial_step_size, noise, grad_last, energy), info
 
   return kernel.Sampler(init, step, build(math.inf, step_size).grads_per_step)
