@@ -152,7 +152,7 @@ def test_experiment_smoke_writes_results(experiment, tmp_path):
 
 
 def test_summary_of_a_run_without_sol_lists_the_baselines_and_compares_nothing(experiment):
-  rows = [{"method": m, "dataset": "abalone/gaussian:0.1", "split": p, "metrics": {"mae": v + p}}
+  rows = [{"method": m, "dataset": "abalone/gaussian:0.1", "split": p, "seed": 0, "metrics": {"mae": v + p}}
           for m, v in (("l1", 1.0), ("corn", 0.5)) for p in range(3)]
   summary, text = experiment.summarise(rows, "gaussian:0.1")
   assert summary["datasets"] == {} and summary["wins"] == 0
