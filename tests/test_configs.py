@@ -97,6 +97,42 @@ def _smoke_reads(name: str, tmp_path: pathlib.Path) -> dict:
   return json.loads((tmp_path / "reads.json").read_text())
 
 
+def _check_emf_generate(rows: list[dict], run: pathlib.Path) -> None:
+  """EMF's table: floors, every trained variant at every NFE, and headlines chosen on validation only."""
+  from jaxml.emf import evaluate
+  config = importlib.import_module("configs.emf_generate").get_config("smoke")
+  by = {r["method"]: r["metrics"] for r in rows}
+  dataset, = config.datasets
+  primary = evaluate.PRIMARY[dataset]
+  assert {"floor_real", "floor_mean", "floor_noise"} <= set(by)
+  assert by["floor_real"][primary] < by["floor_mean"][primary] and by["floor_real"][primary] < by["floor_noise"][primary]
+  families = {"fm": "flow", "ct": "consistency"}
+  for head in config.methods:
+    ks = config.nfe[families.get(head, "flow_map")]
+    ps = (0,) if head == "fm" else tuple(int(p) for p in config.weightings)
+    assert all(f"{head}/p{p}@{k}" in by and f"{head}@{k}" in by for p in ps for k in ks), head
+    # The headline copies the weighting whose validation score is best (never the test score), at every NFE.
+    chosen = int(by[f"{head}@1"]["chosen_p"])
+    val = {p: by[f"{head}/p{p}@1"][f"val_{primary}"] for p in ps}
+    assert val[chosen] == min(val.values()), head
+    for k in ks:
+      assert by[f"{head}@{k}"][primary] == by[f"{head}/p{chosen}@{k}"][primary], (head, k)
+  # CT@2's re-noise time is one of the candidates, kept per trained variant, and copied by the headline.
+  for p in config.weightings:
+    row = by[f"ct/p{int(p)}@2"]
+    assert row["chosen_t_mid"] in config.ct_t_mid and row[f"val_{primary}"] != row[primary]   # chosen on validation
+  assert by["ct@2"]["chosen_t_mid"] == by[f"ct/p{int(by['ct@2']['chosen_p'])}@2"]["chosen_t_mid"]
+  assert "chosen_t_mid" not in by["ct@1"] and "chosen_t_mid" not in by["emf_u@2"]
+  for m, r in by.items():
+    if not m.startswith("floor"):
+      assert r["not_learned"] == float(r[primary] >= by["floor_noise"][primary]), m
+  assert (run / f"{dataset}_samples.png").exists() and "floor_noise" in (run / "summary.md").read_text()
+
+
+# Extra checks of one experiment's smoke results.json rows (and its run folder).
+ROW_CHECKS = {"emf_generate": _check_emf_generate}
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_smoke_run_reads_every_config_leaf(name, tmp_path):
   got = _smoke_reads(name, tmp_path)
@@ -105,6 +141,8 @@ def test_smoke_run_reads_every_config_leaf(name, tmp_path):
   for r in results["rows"]:
     assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}, r
     assert all(v is None or isinstance(v, float) for v in r["metrics"].values()), r
+  if name in ROW_CHECKS:
+    ROW_CHECKS[name](results["rows"], tmp_path / "run")
   unread = sorted(set(got["leaves"]) - set(got["read"]))
   assert not unread, f"{name}: config leaves never read by the smoke run: {unread}"
   module = importlib.import_module(f"experiments.{name}")

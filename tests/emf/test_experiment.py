@@ -1,56 +1,10 @@
-"""The emf_generate experiment runs end to end on a tiny override of the smoke preset."""
+"""The emf_generate experiment's choices: validation picks, plan checks, combining seeds (its end-to-end smoke
+run is tests/test_configs.py's, with the row checks of `_check_emf_generate`)."""
 
-import json
-import os
 
 from configs import emf_generate as cfg_mod
 from experiments import common
 from experiments import emf_generate
-
-
-def test_smoke_run_writes_rows(tmp_path, monkeypatch):
-  config = cfg_mod.get_config("smoke:datasets=checkerboard,methods=emf_u+ct,steps=4")
-  config.data.toy_train = 256
-  config.data.toy_eval = 128
-  config.log_every = 2
-  picks = []
-  pick = emf_generate.ev.pick
-  monkeypatch.setattr(emf_generate.ev, "pick", lambda vals, metric: picks.append((vals, metric, pick(vals, metric)))
-                      or picks[-1][2])
-  rows = emf_generate.run(config, str(tmp_path))
-  variants = {f"{m}/p{p}@{k}" for m, ks in (("emf_u", (1, 2, 4)), ("ct", (1, 2))) for p in (0, 1) for k in ks}
-  heads = {"emf_u@1", "emf_u@2", "emf_u@4", "ct@1", "ct@2", "emf@1", "emf@2", "emf@4"}
-  assert {r["method"] for r in rows} == {"floor_real", "floor_mean", "floor_noise"} | variants | heads
-  for r in rows:
-    assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
-    assert r["dataset"] == "checkerboard"
-    assert {"sw", "energy", "mmd", "c2st", "modes", "off_mode"} <= set(r["metrics"])
-  by = {r["method"]: r["metrics"] for r in rows}
-  # Noise puts half its mass off the board's black cells; a real set puts none there.
-  assert by["floor_real"]["off_mode"] == 0.0 < 0.3 < by["floor_noise"]["off_mode"]
-  assert by["floor_real"]["energy"] < 0.2 < by["floor_mean"]["energy"]
-  # The headline copies the variant whose validation score is best (never the test score).
-  for head in ("emf_u", "ct"):
-    chosen = by[f"{head}@1"]["chosen_p"]
-    val = {p: by[f"{head}/p{p}@1"]["val_energy"] for p in (0, 1)}
-    assert val[int(chosen)] == min(val.values())
-    assert by[f"{head}@1"]["energy"] == by[f"{head}/p{int(chosen)}@1"]["energy"]
-  # CT@2's re-noise time: one pick per trained variant among the config's candidates, on validation scores,
-  # whose validation scores the row keeps; the headline copies its variant's choice.
-  assert len(picks) == 2 and all(tuple(v) == tuple(config.ct_t_mid) and m == "energy" for v, m, _ in picks)
-  for p, (vals, _, tm) in zip((0, 1), picks):
-    row = by[f"ct/p{p}@2"]
-    assert row["chosen_t_mid"] == tm and vals[tm]["energy"] == min(v["energy"] for v in vals.values())
-    assert row["val_energy"] == vals[tm]["energy"] != row["energy"]
-  assert by["ct@2"]["chosen_t_mid"] == by[f"ct/p{int(by['ct@2']['chosen_p'])}@2"]["chosen_t_mid"]
-  assert "chosen_t_mid" not in by["ct@1"] and "chosen_t_mid" not in by["emf_u@2"]
-  for m, r in by.items():
-    if not m.startswith("floor"):
-      assert r["not_learned"] == float(r["energy"] >= by["floor_noise"]["energy"])
-  assert os.path.exists(tmp_path / "toys_samples.png")
-  assert "floor_noise" in open(tmp_path / "summary.md").read()
-  common.write_json(str(tmp_path / "results.json"), {"rows": rows})
-  assert json.load(open(tmp_path / "results.json"))["rows"][3]["metrics"]["nfe"] == 1
 
 
 def test_pick_takes_the_best_validation_option():
