@@ -11,6 +11,9 @@
   [2, E] and `train_mask`; mask: bool [N], the nodes the shift made OOD). `feature_shift`
   builds the built-in `normal` / `bernoulli` ones; a user passes their own (a feature rescale,
   a rewiring, anything) without editing this module.
+- `scale_shift`, `mix_shift`, `zero_shift`, `rewire_shift`: more node-level shifts of the same
+  kind (rows rescaled, rows replaced by a convex mix of two other nodes' rows, rows set to zero,
+  edges redirected to random nodes); `SHIFT_BUILDERS` names them for configs.
 """
 
 from typing import Any, Callable
@@ -18,7 +21,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["gpn_split", "leave_out_classes", "select_perturbed", "perturb_features", "isolated_nodes",
-           "SHIFT_KINDS", "ShiftFn", "feature_shift", "apply_shift"]
+           "SHIFT_KINDS", "ShiftFn", "feature_shift", "apply_shift", "scale_shift", "mix_shift", "zero_shift",
+           "rewire_shift", "SHIFT_BUILDERS"]
 
 ShiftFn = Callable[[np.ndarray, dict, np.random.Generator], tuple[np.ndarray, dict, np.ndarray]]
 
@@ -112,6 +116,62 @@ def feature_shift(kind: str, *, budget: float = 0.1, scale: float = 1.0, p: floa
     return perturb_features(features, mask, kind, rng, scale=scale, p=p), graph, mask
 
   return shift
+
+
+def scale_shift(*, factor: float, budget: float = 0.1) -> ShiftFn:
+  """A `budget` fraction of the non-training nodes get their feature rows multiplied by `factor`."""
+
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    features[mask] *= factor
+    return features, graph, mask
+
+  return shift
+
+
+def mix_shift(*, budget: float = 0.1) -> ShiftFn:
+  """Chosen rows become λ x_j + (1 − λ) x_k, λ ~ U(0, 1), j, k random nodes (GNNSafe's feature interpolation)."""
+
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    idx = np.flatnonzero(mask)
+    j, k = rng.integers(0, features.shape[0], size=(2, idx.size))
+    lam = rng.random((idx.size, 1)).astype(features.dtype)
+    features[idx] = lam * features[j] + (1 - lam) * features[k]
+    return features, graph, mask
+
+  return shift
+
+
+def zero_shift(*, budget: float = 0.1) -> ShiftFn:
+  """Chosen rows are set to zero (a node whose features went missing)."""
+
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    features[mask] = 0.0
+    return features, graph, mask
+
+  return shift
+
+
+def rewire_shift(*, budget: float = 0.1) -> ShiftFn:
+  """Every edge of the chosen nodes is redirected to a uniformly random node (kept symmetric)."""
+
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    src, dst = graph["edges"]
+    keep = ~(mask[src] | mask[dst])
+    hit = mask[src] & (src < dst) | mask[src] & ~mask[dst]       # each undirected edge of a chosen node once
+    new = rng.integers(0, features.shape[0], size=int(hit.sum()))
+    s2, d2 = src[hit], new
+    edges = np.concatenate([np.stack([src[keep], dst[keep]]), np.stack([s2, d2]), np.stack([d2, s2])], 1)
+    return features, dict(graph, edges=edges[:, edges[0] != edges[1]]), mask
+
+  return shift
+
+
+# name -> builder(budget=..., **kwargs) -> ShiftFn
+SHIFT_BUILDERS = {"scale": scale_shift, "mix": mix_shift, "zero": zero_shift, "rewire": rewire_shift}
 
 
 def apply_shift(shift: ShiftFn, features: np.ndarray, graph: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ early stopping on validation cross-entropy is core's one selection mechanism (pe
 stacked ensemble), and the run's checkpoint holds the selected parameters.
 """
 
+import time
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -22,7 +23,7 @@ from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
            "selection", "make_forward", "make_mc_forward", "member_keys", "member", "forward", "forward_eval",
-           "ensemble_logits", "mc_logits"]
+           "ensemble_logits", "mc_logits", "train_backbone"]
 
 BACKBONES = ("gcn", "gat", "appnp")
 
@@ -184,3 +185,20 @@ def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:
 def make_mc_forward(model: nn.Module, num_samples: int) -> Callable[[Any, Mapping[str, Any], jax.Array], jax.Array]:
   """(params, batch, rng) -> logits [S, N, K] from `num_samples` dropout passes (MC dropout)."""
   return lambda params, batch, rng: mc_logits(model, params, batch, rng, num_samples)
+
+
+def train_backbone(model: nn.Module, batch: Mapping[str, Any], train_cfg: Mapping[str, Any], *, l2: float,
+                   patience: int, seed: int, num_members: int = 1, workdir: str | None = None,
+                   name: str = "backbone", writer: core.MetricWriter | None = None,
+                   progress: bool = False) -> tuple[core.TrainResult, Any, Any, float]:
+  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with
+  validation selection; `train_cfg` is what core.train reads (its eval_every also paces the selection).
+  Returns (result, stacked params, member-0 params, wall seconds). Member 0 is the model a single run
+  (`num_members` = 1) trains, so the probe's backbone does not depend on the ensemble."""
+  t0 = time.perf_counter()
+  res = core.train(make_backbone_method(model, l2=l2, num_members=num_members), lambda _step: batch, train_cfg,
+                   workdir=workdir, seed=seed, name=name, writer=writer,
+                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
+                   select=selection(patience, int(train_cfg["eval_every"])), shard_batch_rows=False, progress=progress)
+  params = member(res.params, 0) if num_members > 1 else res.params
+  return res, res.params, params, time.perf_counter() - t0

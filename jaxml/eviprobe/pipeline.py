@@ -4,7 +4,8 @@
   scores = score_all(config, fitted, model, params, shifted_batch, rng=key, stacked=ensemble_params)
   rows   = {m: metrics_for(s, ood_nodes, id_nodes, labels) for m, (s, secs) in scores.items()}
 
-`config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), `baselines`,
+`config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), optionally `extension`
+(ProbeConfig overrides of `eviprobe` for the EXTENSION row: the own-evidence guard), `baselines`,
 `ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2),
 `gpn` (`gpn.MODEL_KEYS` plus `GPN_TRAIN_KEYS`: lr, max_epochs, patience, warmup_epochs; read only when 'gpn' is a
   baseline; other keys are errors)
@@ -29,10 +30,12 @@ from jaxml.eviprobe import probe
 from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
-__all__ = ["OURS", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
+__all__ = ["OURS", "EXTENSION", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
            "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
 
 OURS = "xeviprobe"
+# X-EviProbe with the two-sided own-evidence guard (probe module docstring): the extension beyond the paper
+EXTENSION = "xeviprobe_guard"
 BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
              "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn", "gpn")
 # Propagation grid chosen on the CSBM validation benchmark (spec §9.2; `configs/eviprobe_graphs.py:validate`):
@@ -44,6 +47,10 @@ GRID["grid_none"] = dict(propagation="none")
 # misclassification read-out rows (chosen on the same validation benchmark; `experiments.eviprobe_graphs.misc_choice`):
 # X-EviProbe with only `misc_readout` changed, so their OOD scores equal OURS's
 MISC_GRID: dict[str, dict] = {f"misc_{r}": dict(misc_readout=r) for r in probe.MISC_READOUTS}
+# the extension's guards γ_o (own, too far) x γ_c (centre, too close), chosen on the same validation benchmark
+GUARD_VALUES = (0.0, 0.02, 0.05, 0.1, 0.2)
+GUARD_GRID: dict[str, dict] = {f"guard_o{o}_c{c}": dict(own_guard=o, centre_guard=c)
+                               for o in GUARD_VALUES for c in GUARD_VALUES if o or c}
 # ablation name -> ProbeConfig overrides (spec A1-A9, teleport sweep) or a read-out variant
 ABLATIONS: dict[str, dict] = {
     "A1_latent_only": dict(fusion="latent"), "A2_output_only": dict(fusion="output"),
@@ -54,9 +61,9 @@ ABLATIONS: dict[str, dict] = {
     "A8_z": dict(latent="z"), "A8_q_and_z": dict(latent="both"), "A9_log": dict(propagation="log"),
     "a0.3": dict(teleport=0.3), "a0.5": dict(teleport=0.5), "ours_mi": {}, "ours_neg_log_evidence": {},
     "linear": dict(propagation="strength", teleport=0.1),   # the spec's §2 rule, kept as an ablation
-} | GRID | MISC_GRID
+} | GRID | MISC_GRID | GUARD_GRID
 READOUT_VARIANTS = {"ours_mi": "mutual_info", "ours_neg_log_evidence": "neg_log_evidence"}
-ISOLATED_METHODS = (OURS, "A3_no_prop", "A3b_tau_only", "linear", "msp", "energy", "gnnsafe", "maha_q", "gpn")
+ISOLATED_METHODS = (OURS, EXTENSION, "A3_no_prop", "A3b_tau_only", "linear", "msp", "energy", "gnnsafe", "maha_q", "gpn")
 
 _fit_probe = jax.jit(probe.fit_probe, static_argnums=6)
 _score = jax.jit(probe.score, static_argnums=5)
@@ -100,9 +107,12 @@ def _np(tree):
 
 
 def probe_configs(config: Mapping[str, Any]) -> dict[str, probe.ProbeConfig]:
-  """OURS from `config['eviprobe']`, then each of `config['ablations']` as overrides of it."""
+  """OURS from `config['eviprobe']`, EXTENSION from `config['extension']` over it (when given), then each of
+  `config['ablations']` as overrides of `config['eviprobe']`."""
   base = _section(config, "eviprobe")
   out = {OURS: probe_config(base)}
+  if "extension" in config:
+    out[EXTENSION] = probe_config(base | _section(config, "extension"))
   for name in config["ablations"]:
     if name not in ABLATIONS:
       raise ValueError(f"unknown ablation {name!r}; expected one of {', '.join(ABLATIONS)}")
@@ -185,7 +195,7 @@ def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, An
     # the fit depends only on which latent is probed: equal fit configs share one compile
     fit_cfg = probe.ProbeConfig(latent=cfg.latent)
     fit = lambda: _fit_probe(out["q"], out["z"], out["logits"], lab, tr, va, fit_cfg)  # noqa: E731
-    if name == OURS:
+    if name in (OURS, EXTENSION):
       probes[name], secs = timed(fit)
       cost[name] = {"fit_s": secs}
     else:     # ablations are not timed (saves a second run of each)
@@ -227,7 +237,7 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
   pred = np.asarray(out["logits"]).argmax(-1)
   for name, cfg in fitted.cfgs.items():
     state = fitted.probe[name]
-    if name == OURS:
+    if name in (OURS, EXTENSION):
       s, secs = timed(lambda: _score(state, out["q"], out["z"], out["logits"], e, cfg))
     else:
       s, secs = _score(state, out["q"], out["z"], out["logits"], e, cfg), float("nan")
@@ -276,7 +286,7 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     both = {"misc": s["misc"], "probs": s["probs"], "pred": p_pred}
     res[name] = ({"ood": s["ood"]} | both, secs)
     res[f"{name}_{second}"] = ({"ood": s[second]} | both, secs)
-  return {m: v for m, v in res.items() if m in (OURS, *baselines, *config["ablations"])}
+  return {m: v for m, v in res.items() if m in (OURS, EXTENSION, *baselines, *config["ablations"])}
 
 
 def _safe(fn, *args) -> float:

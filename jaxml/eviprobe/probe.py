@@ -12,20 +12,32 @@ Score (any graph, possibly shifted):
   S = E τ;  S^{(k+1)} = (1 − a) P S^{(k)} + a S  (K_prop steps, P = D̃⁻¹(A + I));  Ẽ = S^{(K_prop)}
   α_ic = 1 + Ẽ_i r_ic
 then `readouts.dirichlet_readouts`. Ablations (spec A1–A9) are fields of `ProbeConfig`.
+
+Own-evidence guard (`own_guard` γ_o, `centre_guard` γ_c > 0; beyond the paper): propagation lets a lone corrupted
+node borrow its neighbours' strength, and in high dimension a node at the data centre looks *more* typical of
+every class than real nodes do. Two node-own distances, each calibrated on the validation nodes by a log-normal
+fit (mean and std of its log over V):
+  f_i = min_c s_c m_ic / d                     too far from every class centre (upper tail)
+  g_i = ‖W(q_i − q̄)‖² / d, q̄ the train mean   too close to the data centre (lower tail)
+  log p^far_i = log Φ(−(log f_i − m_f) / s_f),  log p^ctr_i = log Φ((log g_i − m_g) / s_g)
+  Ẽ_i ← Ẽ_i · min(1, p^far_i / γ_o) · min(1, p^ctr_i / γ_c)
+so the propagated strength survives only where the node's own latent is typical on both sides (about a γ
+fraction of ID nodes is touched by each guard); γ = 0 switches a guard off.
 """
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaincc
+from jax.scipy.special import gammaincc, log_ndtr
 
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import gcn_norm_weights, propagate, row_norm_weights
 
 __all__ = ["ProbeConfig", "LatentProbe", "ProbeState", "oas_shrink", "class_means", "tied_scatter",
            "fit_latent_probe", "sq_mahalanobis", "sq_mahalanobis_whitened", "latent_log_typicality", "fit_temperature",
-           "fit_probe", "propagate_scalar", "output_typicality", "evidence", "score", "LOG_CLAMP", "MISC_READOUTS"]
+           "fit_probe", "propagate_scalar", "output_typicality", "evidence", "own_guard_log_factor", "score", "LOG_CLAMP",
+           "MISC_READOUTS"]
 
 LOG_CLAMP = 30.0
 TYPICALITIES = ("rbf", "chi2", "conformal", "cosine")
@@ -48,6 +60,7 @@ class ProbeConfig(NamedTuple):
   latent: q (default) | z | both (product of typicalities) (A8)
   misc_readout: the misclassification score: u_alea 1 − ᾱ_ŷ (spec default) | class_split 1 − r_ŷ (the evidence
     split alone, no vacuity) | total_entropy H(ᾱ) | expected_entropy | dissonance | msp 1 − max p (the backbone's)
+  own_guard, centre_guard: γ_o, γ_c of the own-evidence guard (module docstring); 0 = off (the paper's probe)
   """
 
   typicality: str = "rbf"
@@ -59,6 +72,8 @@ class ProbeConfig(NamedTuple):
   temperature: bool = False
   latent: str = "q"
   misc_readout: str = "u_alea"
+  own_guard: float = 0.0
+  centre_guard: float = 0.0
 
   def validate(self) -> "ProbeConfig":
     for value, allowed, what in ((self.typicality, TYPICALITIES, "typicality"), (self.fusion, FUSIONS, "fusion"),
@@ -66,6 +81,8 @@ class ProbeConfig(NamedTuple):
                                  (self.latent, LATENTS, "latent"), (self.misc_readout, MISC_READOUTS, "misc_readout")):
       if value not in allowed:
         raise ValueError(f"unknown {what} {value!r}; expected one of {allowed}")
+    if not (0.0 <= self.own_guard < 1.0 and 0.0 <= self.centre_guard < 1.0):
+      raise ValueError(f"guards must be in [0, 1), got {self.own_guard}, {self.centre_guard}")
     if not 0.0 < self.teleport <= 1.0:
       raise ValueError(f"teleport must be in (0, 1], got {self.teleport}")
     return self
@@ -81,6 +98,8 @@ class LatentProbe(NamedTuple):
   val_m: jax.Array       # [n_val, K] m of validation nodes (conformal reference)
   val_onehot: jax.Array  # [n_val, K] their labels
   shrinkage: jax.Array   # scalar ρ
+  centre: jax.Array      # [d] train mean q̄ (own-evidence guard)
+  tails: jax.Array       # [4] mean and std of log f and of log g over validation nodes (own-evidence guard)
 
 
 class ProbeState(NamedTuple):
@@ -157,7 +176,29 @@ def fit_latent_probe(x: jax.Array, labels: jax.Array, train_idx: jax.Array, val_
   mean_tr = (oh_tr * m_tr).sum(0) / jnp.maximum(oh_tr.sum(0), 1.0)
   mean_m = jnp.where(n_va > 0, mean_va, mean_tr)
   scale = d / jnp.maximum(mean_m, 1e-12)
-  return LatentProbe(mu, chol, whiten, scale, m_va, oh_va, rho)
+  centre = x[train_idx].mean(0)
+  log_f, log_g = _guard_distances(x[val_idx], mu, whiten, scale, centre)
+  tails = jnp.stack([log_f.mean(), jnp.maximum(log_f.std(), 1e-6), log_g.mean(), jnp.maximum(log_g.std(), 1e-6)])
+  return LatentProbe(mu, chol, whiten, scale, m_va, oh_va, rho, centre, tails)
+
+
+def _guard_distances(x, mu, whiten, scale, centre) -> tuple[jax.Array, jax.Array]:
+  """log f = log min_c s_c m_ic / d and log g = log ‖W(x − q̄)‖² / d for x [N, d] -> ([N], [N])."""
+  d = x.shape[1]
+  far = (scale[None, :] * sq_mahalanobis_whitened(x, mu, whiten)).min(-1) / d
+  near = jnp.sum(((x - centre) @ whiten.T) ** 2, -1) / d
+  return jnp.log(jnp.maximum(far, 1e-30)), jnp.log(jnp.maximum(near, 1e-30))
+
+
+def own_guard_log_factor(probe: LatentProbe, x: jax.Array, own_guard: float, centre_guard: float) -> jax.Array:
+  """log min(1, p^far / γ_o) + log min(1, p^ctr / γ_c) for latent x [N, d] -> [N] (≤ 0; a γ of 0 adds 0)."""
+  log_f, log_g = _guard_distances(x, probe.mu, probe.whiten, probe.scale, probe.centre)
+  out = jnp.zeros(x.shape[0], x.dtype)
+  if own_guard > 0:
+    out += jnp.minimum(0.0, log_ndtr(-(log_f - probe.tails[0]) / probe.tails[1]) - jnp.log(own_guard))
+  if centre_guard > 0:
+    out += jnp.minimum(0.0, log_ndtr((log_g - probe.tails[2]) / probe.tails[3]) - jnp.log(centre_guard))
+  return out
 
 
 def latent_log_typicality(probe: LatentProbe, x: jax.Array, kind: str = "rbf") -> jax.Array:
@@ -288,6 +329,8 @@ def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Arra
     counts = propagate_scalar((energy * tau)[:, None] * r, edges, teleport=a, steps=config.k_prop, norm="sym")
     total = counts.sum(-1)
     r = counts / jnp.maximum(total, 1e-30)[:, None]
+  if config.own_guard > 0 or config.centre_guard > 0:
+    total = total * jnp.exp(own_guard_log_factor(state.latents[0], latents[0], config.own_guard, config.centre_guard))
   alpha = 1.0 + total[:, None] * r
   pred = jnp.argmax(logits, -1)
   out = dirichlet_readouts(alpha, pred)

@@ -5,11 +5,14 @@ validation node. Fit: μ = (−2, 2); C = (1 + 1 + 1 + 1) / 4 = 1; in one dimens
 m_i· = (q_i − μ)² = (1, 25), (1, 9), (9, 1), (25, 1); the validation mean of m per class is 1, so s = 1 and
 log π = −m / 2. Logits (b_i, b_i) with b = (0, 1, 2, 3): p = ½, ν_i = b_i + log 2, τ_i = (i + 2) / 5.
 Evidence e_ic = N_L p π = 2 exp(−m_ic / 2): E = 2(e^{−½} + e^{−12.5}), 2(e^{−½} + e^{−4.5}) and the mirror image.
+Own-evidence guard: q̄ = 0, so g = q² = (9, 1, 1, 9) and log g has mean and std log 9 / 2 over the validation
+nodes; the inner nodes sit one std below: p^ctr = Φ(−1); the outer ones at Φ(1).
 """
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from configs import eviprobe_graphs as cfg_module
 from jaxml.eviprobe import api, probe
@@ -98,3 +101,18 @@ def test_default_propagation_by_hand(where):
 def test_other_propagation_rules_by_hand(propagation):
   out = _score(ProbeConfig(propagation=propagation, teleport=0.3))
   np.testing.assert_allclose(np.asarray(out["evidence"]), _default_expected(propagation, 0.3, 10), rtol=1e-5)
+
+
+def test_centre_guard_by_hand():
+  """γ_c = 0.2: the inner nodes' strength is scaled by Φ(−1) / 0.2, the outer ones' (Φ(1) > γ_c) kept; the far
+  guard sees f = 1 on every node (its validation spread is 0), so it leaves all of them alone."""
+  lp = _state().latents[0]
+  np.testing.assert_allclose(np.asarray(lp.tails)[2:], [np.log(9) / 2, np.log(9) / 2], rtol=1e-5)
+  base = np.asarray(_score(ProbeConfig(teleport=0.5))["evidence"])
+  out = _score(ProbeConfig(teleport=0.5, own_guard=0.1, centre_guard=0.2))
+  factor = np.array([1.0, norm.cdf(-1) / 0.2, norm.cdf(-1) / 0.2, 1.0])
+  np.testing.assert_allclose(np.asarray(out["evidence"]), base * factor, rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["u_epi"]), 2.0 / (2.0 + base * factor), rtol=1e-5)
+  # with both guards off the paper's probe is returned unchanged
+  off = _score(ProbeConfig(teleport=0.5, own_guard=0.0, centre_guard=0.0))
+  np.testing.assert_array_equal(np.asarray(off["evidence"]), base)

@@ -61,8 +61,10 @@ def test_validation_family_and_grid():
   config = cfg_module.get_config("validate")
   plan = eviprobe_graphs.plan(config)
   assert not set(config.data.datasets) & {"cora_ml", "citeseer", "cora"}     # CSBM only, never a test graph
-  assert set(config.ablations) == set(pl.GRID) | set(pl.MISC_GRID) and len(pl.GRID) == 10
-  assert "gpn" not in config.baselines and plan["settings"] == ("loc", "normal", "bernoulli")
+  assert set(config.ablations) == set(pl.GRID) | set(pl.MISC_GRID) | set(pl.GUARD_GRID) and len(pl.GRID) == 10
+  assert set(cfg_module.GUARD_GRID) == set(pl.GUARD_GRID) and len(pl.GUARD_GRID) == 24
+  assert "gpn" not in config.baselines and plan["settings"] == cfg_module.VALIDATION_SETTINGS
+  assert set(plan["settings"]) - {"loc"} <= set(eviprobe_graphs.shift_functions(config, None))
   config.data.csbm.num_nodes = 120
   seed, k, f = config.data.csbm_variants[2]
   g = eviprobe_graphs.load(config, "csbm-2")
