@@ -13,6 +13,7 @@ from jaxml.smile.adaptation import (PrecondConfig, PrecondState, RefConfig, Step
 from jaxml.smile.chains import (ChainKernel, ChainResult, make_chain_runner, make_mclmc_runner, peg_per_step,
                                 run_chains, run_mclmc, smile_chain_kernel)
 from jaxml.smile.api import make_classifier_method, make_method, make_model
+from jaxml.smile.auto_l import AutoLState, psmile_auto
 from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, build_kernel, psmile, smile
 from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Samplers, authors_row_order, eps_drift,
                                   evaluate, fit_ensemble, make_samplers,
@@ -29,3 +30,4 @@ __all__ = [
     "step_grid", "tuner_init", "tuner_thresholds", "tuner_update", "build_kernel", "fixed_tuner", "per_chain_tuner",
     "ref_tuner", "virial_tuner",
 ]
+__all__ += ["AutoLState", "psmile_auto"]   # pSMILE with L (and the noise cap on ε) chosen during warmup

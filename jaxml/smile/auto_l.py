@@ -46,7 +46,8 @@ from jax.flatten_util import ravel_pytree
 
 from jaxml.smile import kernel
 
-__all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "DEFAULT_TUNER"]
+__all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE", "DEFAULT_TUNED",
+           "DEFAULT_TUNER"]
 
 L_FACTOR = 0.4          # blackjax's l_factor: L = 0.4 · √(Σ Var θ)
 ADAPT_FRAC = 0.5        # adapt_steps = ½ of num_steps when the run length is given
@@ -54,7 +55,9 @@ FORGET = 2.0            # running-variance rate forget / t
 NOISE_KAPPA = 0.3       # ε ≤ κ (d − 1) / |c⊙ξ|: the gradient noise turns the velocity by at most ~κ per step
 ENERGY_GATE = 1.0       # the noise cap acts only while the running ΔE²/d exceeds this (minibatch noise present)
 L_FLOOR = 2.0           # L ≥ 2 ε while the variance estimate is still small
-DEFAULT_TUNER = "ref"   # step-size rule (chosen by mean error over keys on the posterior suite)
+DEFAULT_TUNED = False   # no step-size tuner: ε₀, lowered only by the noise cap (chosen over "ref" and
+                        # "energy_quantile" by the mean over two keys on the posterior suite)
+DEFAULT_TUNER = "ref"   # the rule used when tuned=True
 _TUNERS_WITH_ADAPT_STEPS = ("energy_quantile", "virial", "virial_ladder")
 
 
@@ -80,7 +83,7 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
                 adapt_frac: float = ADAPT_FRAC, l_factor: float = L_FACTOR, forget: float = FORGET,
                 l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,
-                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuned: bool = True,
+                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuned: bool = DEFAULT_TUNED,
                 tuner: str = DEFAULT_TUNER, **kwargs: Any) -> kernel.Sampler:
   """pSMILE whose L is set during warmup from each chain's running position variance (see module docstring).
 

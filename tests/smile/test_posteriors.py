@@ -57,7 +57,7 @@ def test_explicit_l_overrides_and_infinite_l_with_the_tuner_warns():
   sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=2.0)
   assert isinstance(sampler.init(jnp.zeros(4), check.data, jax.random.key(0)), kernel.SmileState)
   with pytest.warns(UserWarning, match="spread"):
-    auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=math.inf)
+    auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=math.inf, tuned=True)
 
 
 def _auto_run(check, steps, **kw):
