@@ -8,7 +8,7 @@
   python -m experiments.smile_uci --config=configs/smile_uci.py:spread --workdir=runs/smile_spread
 
 Presets
-  smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (CI, < 1 min).
+  smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (81 s on 2 CPU cores).
   ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members
          (σ = 1 loss, 200 epochs), 10 chains x (50k warmup + 10k sampling) SMILE steps, thin 10, ε grid by
          validation LPPD, likelihood scale ⌊N/b⌋, no r clamp (`precond_clamp=False`; method `psmile_clamp` =

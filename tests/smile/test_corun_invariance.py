@@ -104,10 +104,9 @@ def test_psmile_clamp_leaves_the_other_variants_rows_unchanged(setup):
 
 
 def test_a_split_grid_gives_the_rows_of_the_whole_grid(setup):
-  """`smile_uci.extend_grid`'s premise: running ε₀ grid (a, b) at once, or (a,) and (b,) as two runs and choosing by
+  """`pipeline.extend_grid`'s premise: running ε₀ grid (a, b) at once, or (a,) and (b,) as two runs and choosing by
   validation LPPD, gives the same row per method (the coverage draws, from the method's generator after one
   validation pass per ε₀, aside)."""
-  from experiments import smile_uci
   data, members = setup[:2]
   n = len(data["y_train"])
   methods = ("psmile_naive", "sgld")
@@ -120,7 +119,7 @@ def test_a_split_grid_gives_the_rows_of_the_whole_grid(setup):
             for m, (met, cost) in out.items()]
 
   whole = {r["method"]: r for r in rows((3e-2, 1e-2), (1e-4, 1e-5))}
-  split = {r["method"]: r for r in smile_uci.extend_grid(rows((1e-2,), (1e-5,)), rows((3e-2,), (1e-4,)))}
+  split = {r["method"]: r for r in smile.pipeline.extend_grid(rows((1e-2,), (1e-5,)), rows((3e-2,), (1e-4,)))}
   for m in methods:
     a, b = whole[m], split[m]
     assert np.isfinite(a["metrics"]["lppd"])
