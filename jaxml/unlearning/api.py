@@ -17,9 +17,9 @@ import numpy as np
 import optax
 
 from jaxml import core
-from jaxml.unlearning import losses
+from jaxml.unlearning import fitting, losses
 from jaxml.unlearning import model as model_lib
-from jaxml.unlearning.fitting import CHUNK, FitOutput, cached_encoder, fit_params
+from jaxml.unlearning.fitting import FitOutput, cached_encoder, fit_params
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.targets import class_statistics, target_info, uniform_target
 from jaxml.unlearning.transform import make_transform
@@ -203,9 +203,9 @@ def _features(cfg: Mapping[str, Any], enc: Callable, model: nn.Module, model_par
   only, D from shapes alone, and the norm (for the rescaled prototypes) from the forget rows unless a
   deployment stored it at training time (`feature_norm`)."""
   if not cfg["zero_shot"]:
-    z = core.batched_apply(enc, x_train, CHUNK)
+    z = core.batched_apply(enc, x_train, fitting.CHUNK)
     return z, z.shape[-1], float(np.mean(np.linalg.norm(z, axis=-1)))
-  z = core.batched_apply(enc, x_train[forget_idx], CHUNK) if forget_idx.size else np.zeros((0, 1), np.float32)
+  z = core.batched_apply(enc, x_train[forget_idx], fitting.CHUNK) if forget_idx.size else np.zeros((0, 1), np.float32)
   # Shape only (eval_shape reads no values): the zero-shot path never touches retained inputs.
   dim = jax.eval_shape(lambda x: model_lib.encode(model, model_params, x),
                        jax.ShapeDtypeStruct((1,) + x_train.shape[1:], jnp.float32)).shape[-1]
@@ -272,7 +272,7 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
   t_warm = time.perf_counter()
   rows_for_shape = forget_idx[:1] if cfg["zero_shot"] else np.arange(1)
   if rows_for_shape.size:
-    core.batched_apply(enc, x_train[rows_for_shape], CHUNK)
+    core.batched_apply(enc, x_train[rows_for_shape], fitting.CHUNK)
   warm_s = time.perf_counter() - t_warm
   t0 = time.perf_counter()
   z, dim, feature_norm = _features(cfg, enc, model, model_params, x_train, forget_idx, feature_norm)

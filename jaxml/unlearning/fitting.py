@@ -51,7 +51,8 @@ def cached_encoder(model: nn.Module, model_params: Any,
 
 def encode_rows(model: nn.Module, model_params: Any, x: np.ndarray,
                 cache: MutableMapping[Hashable, Any] | None = None) -> np.ndarray:
-  """z = g(x) [n, D] (numpy) in `CHUNK`-row calls of the cached encoder (one compiled shape)."""
+  """z = g(x) [n, D] (numpy) in `CHUNK`-row calls of the cached encoder (one compiled shape; read at call time,
+  as by `api.unlearn`, so a test of a large encoder on a few rows may lower it)."""
   return core.batched_apply(cached_encoder(model, model_params, cache), x, CHUNK)
 
 

@@ -25,7 +25,8 @@ from jaxml.unlearning import api, baselines
 from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.defaults import ANCHOR_DEFAULTS  # ru_zs_anchor's own settings (besides api.DEFAULTS)
-from jaxml.unlearning.fitting import CHUNK, cached, encode_rows
+from jaxml.unlearning import fitting
+from jaxml.unlearning.fitting import cached, encode_rows
 from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
@@ -74,7 +75,7 @@ def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
   rows = np.asarray(task.forget_idx)
   if not rows.size:
     return 0.0
-  logits = core.batched_apply(lambda x: predict(x)[0], task.x_train[rows], CHUNK)
+  logits = core.batched_apply(lambda x: predict(x)[0], task.x_train[rows], fitting.CHUNK)
   return 100.0 * float(np.mean(np.argmax(logits, -1) == np.asarray(task.y_train)[rows]))
 
 

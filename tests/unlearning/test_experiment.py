@@ -9,6 +9,7 @@ import pytest
 from configs import unlearning as unlearning_config
 from experiments import common
 from experiments import unlearning as exp
+from jaxml.unlearning import fitting
 from jaxml.unlearning import report as ul_report
 
 ROW_KEYS = {"method", "dataset", "split", "seed", "metrics", "cost"}
@@ -54,8 +55,10 @@ def test_unknown_names_rejected_before_running():
     exp.run(config, "/nonexistent/should_not_be_written")
 
 
-def test_paper_preset_two_steps_on_mock_cifar10(tmp_path):
+def test_paper_preset_two_steps_on_mock_cifar10(tmp_path, monkeypatch):
   tfds = pytest.importorskip("tensorflow_datasets")
+  # 64 training rows: encode them in 64-row passes of the ResNet, not 1 024-row padded ones.
+  monkeypatch.setattr(fitting, "CHUNK", 64)
   config = unlearning_config.get_config("paper:methods=ru,regimes=class")
   # Two steps of every fit, and a narrower ResNet so that the CPU test stays fast.
   config.data.limit_train, config.data.limit_test = 64, 32

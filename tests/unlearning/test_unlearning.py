@@ -141,7 +141,7 @@ def test_identity_anchor_is_zero_at_identity_and_measures_the_departure(trained)
 
 
 def _recorded_batches(monkeypatch, cfg, task, params, x=None):
-  """The batches `unlearn` trains on, one per step (core.train recorded)."""
+  """(the batches `unlearn` trains on, one per step (core.train recorded); its output)."""
   seen = []
   real_train = core.train
 
@@ -150,9 +150,9 @@ def _recorded_batches(monkeypatch, cfg, task, params, x=None):
     return real_train(trainer, batches, config, **kw)
 
   monkeypatch.setattr(core, "train", recording_train)
-  api.unlearn(cfg, MODEL, params, task.x_train if x is None else x, task.y_train, task.retain_idx, task.forget_idx,
-              num_classes=3, forget_classes=task.forget_classes, seed=0)
-  return seen
+  out = api.unlearn(cfg, MODEL, params, task.x_train if x is None else x, task.y_train, task.retain_idx,
+                    task.forget_idx, num_classes=3, forget_classes=task.forget_classes, seed=0)
+  return seen, out
 
 
 def _rows_of(z_batch, z_all):
@@ -166,7 +166,7 @@ def test_standard_batches_sample_every_row_of_each_set_with_its_label(trained, m
   task, params = trained
   # 12 steps x 16 rows = 192 positions: 3 passes over D_r (64 rows), 6 over D_f (32), 2 over D (96).
   cfg = {"batch_size": 16, "min_steps": 12, "epochs": 0.0, "hidden": (8,), "lr": 1e-2}
-  seen = _recorded_batches(monkeypatch, cfg, task, params)
+  seen, _ = _recorded_batches(monkeypatch, cfg, task, params)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train))
   count = lambda key: np.bincount(np.concatenate([_rows_of(b[key], z) for b in seen]), minlength=96)  # noqa: E731
   np.testing.assert_array_equal(count("zr"), np.where(np.isin(np.arange(96), task.retain_idx), 3, 0))
@@ -183,16 +183,14 @@ def test_reference_rows_average_to_the_forget_target(trained, monkeypatch, targe
   # mean representation of D itself or `targets.uniform_target` at that mean (computed here in numpy).
   task, params = trained
   cfg = {"batch_size": 16, "min_steps": 6, "epochs": 0.0, "hidden": (8,), "lr": 1e-2, "target": target}
-  seen = _recorded_batches(monkeypatch, cfg, task, params)
+  seen, out = _recorded_batches(monkeypatch, cfg, task, params)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train), np.float64)
   want = z.mean(0)
   if target == "uniform":
     want = targets.uniform_target(params["head"]["kernel"], params["head"]["bias"], want, task.forget_classes, 4.0)
   got = np.concatenate([b["zref"] for b in seen]).mean(0)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-  info = api.unlearn(cfg, MODEL, params, task.x_train, task.y_train, task.retain_idx, task.forget_idx, num_classes=3,
-                     forget_classes=task.forget_classes, seed=0).target_info
-  probs = targets.head_probs(MODEL, params, z.mean(0))
+  info, probs = out.target_info, targets.head_probs(MODEL, params, z.mean(0))
   assert info["mean_argmax"] == np.argmax(probs) and abs(info["mean_pmax"] - probs.max()) < 1e-5
 
 
@@ -201,7 +199,7 @@ def test_zero_shot_batches_sample_every_forget_row(trained, monkeypatch):
   x = task.x_train.copy()
   x[task.retain_idx] = np.nan
   cfg = {"zero_shot": True, "batch_size": 16, "min_steps": 2, "epochs": 0.0, "hidden": (8,), "lr": 1e-2}
-  seen = _recorded_batches(monkeypatch, cfg, task, params, x)
+  seen, _ = _recorded_batches(monkeypatch, cfg, task, params, x)
   z = np.asarray(model_lib.encode(MODEL, params, task.x_train))
   f = np.concatenate([_rows_of(b["zf"], z) for b in seen])
   assert sorted(f.tolist()) == sorted(task.forget_idx.tolist())          # 2 x 16 = the 32 forget rows, once each
