@@ -58,7 +58,7 @@ docs-check:
 
 # Mutation score of one package's guarded modules against its fast tests (mutmut, niced; minutes to an hour
 # each). `make mutate PKG=core` (PKG: core metrics emf sol causal_reward smile unlearning eviprobe); work in
-# runs/mutate/$(PKG); fails below the package's ratchet. Scores and judged survivors: docs/dev/mutation.md and
+# runs/mutate/$(PKG); fails when a module scores below its recorded score. Scores and survivors: docs/dev/mutation.md and
 # docs/dev/mutation_scores.json (`tools/mutate.py $(PKG) --record` rewrites that package's entry).
 PKG ?= core
 mutate: install

@@ -129,8 +129,31 @@ def _check_emf_generate(rows: list[dict], run: pathlib.Path) -> None:
   assert (run / f"{dataset}_samples.png").exists() and "floor_noise" in (run / "summary.md").read_text()
 
 
+def _check_sol_ordinal(rows: list[dict], run: pathlib.Path) -> None:
+  """SOL's table: every decoder's row, the headline decoder chosen on validation, relabelling diagnostics, the
+  summary against the best baseline, and a rerun that reads the finished runs back instead of training."""
+  from experiments import sol_ordinal
+  from jaxml import sol
+  config = importlib.import_module("configs.sol_ordinal").get_config("smoke")
+  for o in SHORTER["sol_ordinal"]:
+    key, value = o.split("=")
+    config.train[key.split(".")[1]] = int(value)
+  methods = {r["method"] for r in rows}
+  assert set(config.methods) | {f"sol[{d}]" for d in sol.DECODERS} <= methods
+  for r in rows:
+    assert 0 <= r["metrics"]["mae"] <= 9 and r["metrics"]["corruption"] > 0, r
+  sol_row = next(r for r in rows if r["method"] == "sol")
+  assert {"flag_precision", "flag_recall", "label_mae_after", "decoder"} <= set(sol_row["metrics"])
+  chosen = sol.DECODERS[int(sol_row["metrics"]["decoder"])]
+  assert next(r for r in rows if r["method"] == f"sol[{chosen}]")["metrics"]["mae"] == sol_row["metrics"]["mae"]
+  summary, = json.loads((run / "summary.json").read_text())
+  assert summary["datasets"]["machinecpu"]["best_baseline"] in set(config.methods) & set(sol.BASELINES)
+  again = sol_ordinal.run(config, str(run))
+  assert [r["metrics"]["mae"] for r in again] == [r["metrics"]["mae"] for r in rows]
+
+
 # Extra checks of one experiment's smoke results.json rows (and its run folder).
-ROW_CHECKS = {"emf_generate": _check_emf_generate}
+ROW_CHECKS = {"emf_generate": _check_emf_generate, "sol_ordinal": _check_sol_ordinal}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

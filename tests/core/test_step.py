@@ -110,6 +110,25 @@ def test_step_hands_the_params_to_the_optimizer():
   np.testing.assert_allclose(state.params["w"], w0 - lr * (g + wd * w0), rtol=1e-6)
 
 
+def test_step_carries_the_optimizer_state_and_reports_the_gradient_norm():
+  """Heavy-ball momentum on the linear loss g . w (constant gradient g): the trace is g, then (1 + beta) g, so
+  w2 = w0 - lr (2 + beta) g, which needs the step to keep the new optimizer state (a stale one gives
+  w0 - 2 lr g); the metric grad_norm is |g|."""
+  g, w0, lr, beta = jnp.array([3.0, -4.0]), jnp.array([1.0, 2.0]), 0.1, 0.5
+
+  def loss_fn(params, batch, rng):
+    del batch, rng
+    return jnp.sum(g * params["w"]), {}
+
+  optimizer = optax.sgd(lr, momentum=beta)
+  state = core.create_train_state({"w": w0}, optimizer, 0)
+  step = jax.jit(core.make_train_step(loss_fn, optimizer))
+  for _ in range(2):
+    state, metrics = step(state, {})
+  np.testing.assert_allclose(state.params["w"], w0 - lr * (2 + beta) * g, rtol=1e-6)
+  np.testing.assert_allclose(metrics["grad_norm"], 5.0, rtol=1e-6)
+
+
 def test_eval_step_reads_the_ema_copy_and_extra_when_asked():
   params, ema, extra = {"w": jnp.array(1.0)}, {"w": jnp.array(5.0)}, {"shift": jnp.array(10.0)}
   optimizer = optax.sgd(0.1)

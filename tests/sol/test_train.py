@@ -1,7 +1,6 @@
 """SOL on the shared loop through `jaxml.sol`'s pipeline: a 1-D toy learns its ranks, the relabelling
-schedule, validation selection, every method trains, and the experiment's smoke path writes results."""
+schedule, validation selection, every method trains (the experiment's smoke run: tests/test_configs.py)."""
 
-import json
 
 import chex
 import jax
@@ -129,26 +128,6 @@ def test_corn_loss_and_decoder_by_hand():
   # Row 2: sigma(3) = 0.95, then 0.95 * sigma(-0.5) = 0.36 < 1/2 and every later product is smaller, so the
   # two confident tasks after the dip do not count (a CORAL count would say 3). Row 3: sigma(4)^4 = 0.93.
   np.testing.assert_array_equal(np.asarray(pred), [2, 1, 4])
-
-
-def test_experiment_smoke_writes_results(experiment, tmp_path):
-  from configs import sol_ordinal as cfgmod
-  config = cfgmod.get_config("smoke:methods=sol+l1")
-  config.train.steps = 20
-  rows = experiment.run(config, str(tmp_path))
-  assert {r["method"] for r in rows} == {"sol", "l1"} | {f"sol[{d}]" for d in sol.DECODERS}
-  for r in rows:
-    assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
-    assert 0 <= r["metrics"]["mae"] <= 9 and r["metrics"]["corruption"] > 0
-  sol_row = next(r for r in rows if r["method"] == "sol")
-  assert {"flag_precision", "flag_recall", "label_mae_after", "decoder"} <= set(sol_row["metrics"])
-  chosen = sol.DECODERS[int(sol_row["metrics"]["decoder"])]
-  assert next(r for r in rows if r["method"] == f"sol[{chosen}]")["metrics"]["mae"] == sol_row["metrics"]["mae"]
-  summary = json.load(open(tmp_path / "summary.json"))
-  assert summary[0]["datasets"]["machinecpu"]["best_baseline"] == "l1"
-  # a rerun reads the cached runs instead of training again
-  again = experiment.run(config, str(tmp_path))
-  assert [r["metrics"]["mae"] for r in again] == [r["metrics"]["mae"] for r in rows]
 
 
 def test_summary_of_a_run_without_sol_lists_the_baselines_and_compares_nothing(experiment):
