@@ -75,3 +75,6 @@ def test_prefix_pair_sets_draw_the_prefix_alone_at_the_given_rates():
   prefixed = biased["t_w"][:, 1] == 1.0
   np.testing.assert_array_equal(biased["h_w"][prefixed], data["emb"][prefixed, 0, 1])
   assert hh_cues.candidates(data, np.arange(3)).shape == (3, 4, 3)
+  # picks among (chosen clean, chosen prefixed, rejected clean, rejected prefixed)
+  stats = hh_cues.pick_stats(np.array([1, 2, 3, 1]), pad_levels=(0,))
+  assert stats == {"bon_gold_win": 0.5, "bon_pad_mean": 0.0, "bon_opener_rate": 0.75, "bon_clean_rate": 0.25}
