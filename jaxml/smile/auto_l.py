@@ -78,6 +78,11 @@ class AutoLState(NamedTuple):
   def position(self) -> Any:
     return self.smile.position
 
+  @property
+  def integrator(self) -> Any:
+    """The kernel state's IntegratorState, so that `chains.smile_chain_kernel(psmile_auto(...))` runs as is."""
+    return self.smile.integrator
+
 
 def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,

@@ -62,17 +62,10 @@ def test_explicit_l_overrides_and_infinite_l_with_the_tuner_warns():
 
 def _auto_run(check, steps, **kw):
   sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, num_steps=steps, **kw)
-  kern = chains.ChainKernel(lambda p, m, r, h: sampler.init(p, m, r),
-                            lambda r, s, m, t: (sampler.step(r, s, m)[0], _info(s)),
-                            lambda s: s.position, sampler.grads_per_step)
+  kern = chains.smile_chain_kernel(sampler)
   starts = jax.random.normal(jax.random.key(0), (4, check.ref_mean.shape[0]))
   return chains.run_chains(kern, starts, check.data, jax.random.key(1), batch_size=check.batch_size,
                            num_warmup=steps // 2, num_samples=steps // 4, thin=2)
-
-
-def _info(state):
-  zero = jnp.zeros(())
-  return {"logdensity": zero, "reset": zero > 0, "nonfinite": zero > 0, "step_size": zero}
 
 
 def test_auto_l_tracks_the_spread_and_freezes_after_warmup():
