@@ -78,6 +78,11 @@ class AutoLState(NamedTuple):
   def position(self) -> Any:
     return self.smile.position
 
+  @property
+  def integrator(self) -> Any:
+    """The kernel state's IntegratorState, so that `chains.smile_chain_kernel(psmile_auto(...))` runs as is."""
+    return self.smile.integrator
+
 
 def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
@@ -114,8 +119,9 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
   def init(position: Any, minibatch: Any, rng: jax.Array) -> AutoLState:
     eps0 = jnp.asarray(step_size, jnp.float32)
     flat = ravel_pytree(position)[0]
-    inner = build(l_floor * eps0, eps0).init(position, minibatch, rng)
-    return AutoLState(inner, l_floor * eps0, flat, jnp.zeros_like(flat), jnp.zeros((), jnp.int32), eps0,
+    length = jnp.maximum(l_floor, 1.0 / 16.0) * eps0
+    inner = build(length, eps0).init(position, minibatch, rng)
+    return AutoLState(inner, length, flat, jnp.zeros_like(flat), jnp.zeros((), jnp.int32), eps0,
                       jnp.zeros((), jnp.float32), ravel_pytree(inner.integrator.logdensity_grad)[0],
                       jnp.zeros((), jnp.float32))
 
@@ -136,6 +142,8 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
     settle = (adapt_steps // 2) if adapt_steps is not None else 100
     length = l_factor * jnp.sqrt(jnp.sum(var))
     length = jnp.where(t > settle, length, jnp.maximum(length, l_floor * info.step_size))
+    # blackjax's refresh draws with scale √((e^{ε/L} − 1)/d): float32 overflows once ε/L ≳ 88 (full refresh long before)
+    length = jnp.maximum(length, info.step_size / 16.0)
     adapting = jnp.ones((), bool) if adapt_steps is None else t <= adapt_steps
     new_l = jnp.where(adapting, length, state.L)
     if noise_kappa is not None:
