@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxml.smile import adaptation as adapt
 from jaxml.smile import auto_l, chains, checks, kernel, posteriors
 
 GRID = (0.125, 0.25, 0.5, 1.0)          # pSMILE ε₀ in units of σ_min √d
@@ -98,15 +99,14 @@ def _auto(**kw: Any) -> Callable:
 # short name -> (row name, factory(logdensity_fn, total pSMILE steps) -> ChainKernel, grid kind)
 METHODS = {
     "auto": ("pSMILE auto-L", _auto(), "eps"),
-    "auto_ref": ("auto-L, tuner ref", _auto(tuned=True, tuner="ref"), "eps"),
-    "auto_eq": ("auto-L, tuner energy_quantile", _auto(tuned=True, tuner="energy_quantile"), "eps"),
-    "auto_virial": ("auto-L, tuner virial", _auto(tuned=True, tuner="virial"), "eps"),
-    "auto_fixed": ("auto-L, fixed eps", _auto(tuned=False), "eps"),
+    "auto_ref": ("auto-L, tuner ref", _auto(tuner=adapt.ref_tuner()), "eps"),
+    "auto_virial": ("auto-L, tuner virial", lambda f, total: sampler_kernel(lambda e: auto_l.psmile_auto(
+        f, step_size=e, num_steps=total, tuner=adapt.virial_tuner(adapt_steps=total // 2))), "eps"),
     "auto_l02": ("auto-L, l_factor 0.2", _auto(l_factor=0.2), "eps"),
     "auto_l1": ("auto-L, l_factor 1", _auto(l_factor=1.0), "eps"),
     "inf": ("pSMILE L=inf", lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), "eps"),
     "naive": ("pSMILE L=inf naive",
-              lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuned=False)), "eps"),
+              lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuner=adapt.fixed_tuner())), "eps"),
     "sgld": ("SGLD", lambda f, total: sgld_kernel(f), "sg"),
     "sghmc": ("SGHMC", lambda f, total: sghmc_kernel(f), "hmc"),
     "mclmc": ("MCLMC (full batch)", None, None),

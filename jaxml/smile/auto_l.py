@@ -13,9 +13,9 @@ a running variance whose weights grow like (s/t)^(forget − 1) (forget = 2 down
 start); in the first half of the warmup L is also floored at l_floor · ε so that the first steps, whose variance
 estimate is still near zero, are not all refresh. L is updated every step
 up to `adapt_steps`, then frozen; without a run length (`num_steps` and `adapt_steps` both None) it keeps
-adapting with the decaying rate r_t. An explicit `L=` is used as is. `adapt_steps` defaults to
-`adapt_frac` (½) of `num_steps`, and is passed on to the step-size tuners that average and freeze ε
-("energy_quantile", "virial").
+adapting with the decaying rate r_t. An explicit `L=` is used as is (L = ∞ warns: biased spread). `adapt_steps`
+defaults to `adapt_frac` (½) of `num_steps`. The default step-size rule is none (ε₀, lowered only by the
+noise cap below); a `tuner=` value from `adaptation` replaces it (build it with its own `adapt_steps`).
 
 Noise cap on ε. A finite L alone does not remove the spread bias of minibatch runs: a noisy force h = c⊙(g + ξ)
 turns the unit velocity by δ = ε|h_⊥|/(d − 1) per step, and when the noise part of δ is O(1) the velocity
@@ -44,10 +44,10 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from jaxml.smile import adaptation as adapt
 from jaxml.smile import kernel
 
-__all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE", "DEFAULT_TUNED",
-           "DEFAULT_TUNER"]
+__all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE"]
 
 L_FACTOR = 0.4          # blackjax's l_factor: L = 0.4 · √(Σ Var θ)
 ADAPT_FRAC = 0.5        # adapt_steps = ½ of num_steps when the run length is given
@@ -55,10 +55,6 @@ FORGET = 2.0            # running-variance rate forget / t
 NOISE_KAPPA = 0.3       # ε ≤ κ (d − 1) / |c⊙ξ|: the gradient noise turns the velocity by at most ~κ per step
 ENERGY_GATE = 1.0       # the noise cap acts only while the running ΔE²/d exceeds this (minibatch noise present)
 L_FLOOR = 2.0           # L ≥ 2 ε while the variance estimate is still small
-DEFAULT_TUNED = False   # no step-size tuner: ε₀, lowered only by the noise cap (chosen over "ref" and
-                        # "energy_quantile" by the mean over two keys on the posterior suite)
-DEFAULT_TUNER = "ref"   # the rule used when tuned=True
-_TUNERS_WITH_ADAPT_STEPS = ("energy_quantile", "virial", "virial_ladder")
 
 
 class AutoLState(NamedTuple):
@@ -88,30 +84,30 @@ def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: fl
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
                 adapt_frac: float = ADAPT_FRAC, l_factor: float = L_FACTOR, forget: float = FORGET,
                 l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,
-                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuned: bool = DEFAULT_TUNED,
-                tuner: str = DEFAULT_TUNER, **kwargs: Any) -> kernel.Sampler:
+                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuner: adapt.Tuner | None = None,
+                **kwargs: Any) -> kernel.Sampler:
   """pSMILE whose L is set during warmup from each chain's running position variance (see module docstring).
 
   Args:
     logdensity_fn: `logdensity_fn(position, minibatch) -> scalar` minibatch log posterior.
     step_size: initial ε₀ (float or traced array).
-    L: explicit refresh length; given, it overrides the automatic choice (∞ with `tuned` warns: biased spread).
+    L: explicit refresh length; given, it overrides the automatic choice (∞ warns: biased spread).
     num_steps: total steps of the run (warmup + sampling), if known: sets adapt_steps = adapt_frac · num_steps.
     adapt_steps: steps during which L adapts (then frozen); None with num_steps None: never frozen.
     l_factor: L = l_factor · √(Σ Var θ);  forget: rate forget/t of the running variance; l_floor: L ≥ l_floor · ε.
-    precondition, tuned, tuner, **kwargs: as for `kernel.psmile` (TunerConfig fields, precond, clamp, ...).
+    tuner: step-size rule (`adaptation`); default none: fixed ε₀ under the noise cap. It was chosen over the
+      authors' `ref_tuner()` by the mean over two chain keys on the `posteriors` suite (docs/methods/smile.md).
+    precondition, **kwargs: as for `kernel.psmile` (precond, clamp, same_batch_energy).
   Returns:
     Sampler(init, step, grads_per_step) with state `AutoLState` (the kernel's SmileState in `.smile`).
   """
   if adapt_steps is None and num_steps is not None:
     adapt_steps = int(adapt_frac * num_steps)
-  if tuner in _TUNERS_WITH_ADAPT_STEPS and adapt_steps is not None and "adapt_steps" not in kwargs:
-    kwargs["adapt_steps"] = adapt_steps
   build = lambda length, eps: kernel.psmile(logdensity_fn, step_size=eps, L=length, precondition=precondition,
-                                            tuned=tuned, tuner=tuner, **kwargs)
+                                            tuner=adapt.fixed_tuner() if tuner is None else tuner, **kwargs)
   if L is not None:
-    if tuned and isinstance(L, (int, float)) and math.isinf(L):
-      warnings.warn("pSMILE with L = inf and the step-size tuner underestimates the posterior spread (the "
+    if isinstance(L, (int, float)) and math.isinf(L):
+      warnings.warn("pSMILE with L = inf underestimates the posterior spread (the "
                     "gradient noise is then the only momentum refresh); leave L=None to choose it from the chains",
                     stacklevel=2)
     return build(L, step_size)

@@ -52,12 +52,12 @@ def test_cached_nuts_references_agree_with_the_laplace_approximation(name):
   np.testing.assert_allclose(laplace, check.ref_std, rtol=0.3)
 
 
-def test_explicit_l_overrides_and_infinite_l_with_the_tuner_warns():
+def test_explicit_l_overrides_and_infinite_l_warns():
   check = posteriors.correlated_gaussian(dim=4)
   sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=2.0)
   assert isinstance(sampler.init(jnp.zeros(4), check.data, jax.random.key(0)), kernel.SmileState)
   with pytest.warns(UserWarning, match="spread"):
-    auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=math.inf, tuned=True)
+    auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=math.inf)
 
 
 def _auto_run(check, steps, **kw):
