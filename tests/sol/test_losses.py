@@ -200,6 +200,9 @@ def test_profile_affine_and_gaps_equal_the_profile(sigma):
   base, ref = jnp.array([0, 3, 11, 5, 5]), jnp.array([1, 3, 2, 10, 0])
   np.testing.assert_allclose(L.profile_gaps(e, aff, base, ref), prof[base] - prof[ref], rtol=1e-5, atol=1e-5)
   assert float(jnp.abs(L.profile_gaps(e, aff, base, ref)[1]).max()) == 0.0   # a pair with itself
+  mapped_prof = prof @ a.T                                                    # rows of a @ table do not sum to 1
+  np.testing.assert_allclose(L.profile_gaps(e, mapped, base, ref), mapped_prof[base] - mapped_prof[ref],
+                             rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("c,nb", [(2, 1), (3, 1), (9, 1), (9, 2), (4, 3)])
@@ -211,3 +214,9 @@ def test_discriminative_weights_reproduce_discriminative_loss(c, nb):
   np.testing.assert_allclose(jnp.sum(a[ranks] * prof, -1), L.discriminative_loss(prof, ranks, nb), rtol=1e-5,
                              atol=1e-6)
   np.testing.assert_allclose(a.sum(-1), 0.0, atol=1e-6)   # L_D ignores a constant shift of the profile
+
+
+def test_discriminative_weights_default_to_one_neighbour_by_hand():
+  """L = 1: L_D(r) = (S_r - S_{r+1}) + (S_r - S_{r-1}), the missing side doubled at both ends."""
+  want = [[2, -2, 0, 0], [-1, 2, -1, 0], [0, -1, 2, -1], [0, 0, -2, 2]]
+  np.testing.assert_allclose(L.discriminative_weights(4), want, atol=1e-6)
