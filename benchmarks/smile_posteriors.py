@@ -93,14 +93,14 @@ def _sg_info(position: jax.Array, eps: jax.Array) -> dict:
 
 
 def _auto(**kw: Any) -> Callable:
-  return lambda f, total: sampler_kernel(lambda e: auto_l.psmile_auto(f, step_size=e, num_steps=total, **kw))
+  return lambda f, total: sampler_kernel(lambda e: auto_l.psmile(f, step_size=e, num_steps=total, **kw))
 
 
 # short name -> (row name, factory(logdensity_fn, total pSMILE steps) -> ChainKernel, grid kind)
 METHODS = {
     "auto": ("pSMILE auto-L", _auto(), "eps"),
     "auto_ref": ("auto-L, tuner ref", _auto(tuner=adapt.ref_tuner()), "eps"),
-    "auto_virial": ("auto-L, tuner virial", lambda f, total: sampler_kernel(lambda e: auto_l.psmile_auto(
+    "auto_virial": ("auto-L, tuner virial", lambda f, total: sampler_kernel(lambda e: auto_l.psmile(
         f, step_size=e, num_steps=total, tuner=adapt.virial_tuner(adapt_steps=total // 2))), "eps"),
     "auto_l02": ("auto-L, l_factor 0.2", _auto(l_factor=0.2), "eps"),
     "auto_l1": ("auto-L, l_factor 1", _auto(l_factor=1.0), "eps"),
@@ -212,24 +212,23 @@ def table(results: dict, candidate: str = "pSMILE auto-L") -> str:
 
 
 def write_rows(results: dict, path: str, source: str) -> None:
-  """The table as a docs rows-file table: one row per (method, target), cells [mean error, std error, ESS/kPEG]."""
+  """Table `posteriors` of docs/methods/rows/smile.json, written to `path`: one row per method, one "mean / std" error cell per
+  target, and a last row saying where the candidate is within 1.5x of the better of SGLD and MCLMC."""
   v = verdicts(results)
-  rows = []
-  for target, by_method in results.items():
-    for method, r in by_method.items():
-      row = {"target": target, "method": method, "mean_err": r["mean_err"], "std_err": r["std_err"],
-             "ess_per_kpeg": r["ess_per_kpeg"], "source": source}
-      if method == "pSMILE auto-L" and target in v:
-        row["pass"] = "mean " + ("yes" if v[target]["mean_err"] else "no") + ", std " + (
-            "yes" if v[target]["std_err"] else "no")
-      rows.append(row)
-  table_ = {"columns": [["target", "target"], ["method", "method"], ["mean_err", "mean error"],
-                        ["std_err", "std error"], ["ess_per_kpeg", "ESS / 1000 PEG"], ["pass", "within 1.5x"]],
-            "note": "Errors in reference-std units (rms over coordinates), mean over seeds of each method's best "
-                    "grid point; equal PEG per chain; 'within 1.5x' compares pSMILE auto-L with the better of SGLD "
-                    "and full-batch MCLMC.", "digits": 3, "rows": rows}
+  targets = list(results)
+  methods = list(dict.fromkeys(m for by_method in results.values() for m in by_method))
+  rows = [{"method": m, "source": source, **{t: f"{results[t][m]['mean_err']:.2f} / {results[t][m]['std_err']:.2f}"
+                                             for t in targets if m in results[t]}} for m in methods]
+  rows.append({"method": "within 1.5x (mean / std)", "source": source,
+               **{t: ("yes" if v[t]["mean_err"] else "no") + " / " + ("yes" if v[t]["std_err"] else "no")
+                  for t in targets if t in v}})
+  table_ = {
+      "columns": [["method", "method"]] + [[t, t] for t in targets], "rows": rows,
+      "note": "Mean error / std error in reference-std units (rms over coordinates), mean over seeds of each "
+              "method's best grid point, equal per-example gradients per chain; the last row compares "
+              "`psmile` (automatic L) with the better of SGLD and full-batch MCLMC."}
   with open(path, "w") as fh:
-    json.dump({"posteriors": table_}, fh, indent=1)
+    json.dump({"posteriors": table_}, fh, indent=1, ensure_ascii=False)
 
 
 def main() -> None:
@@ -245,7 +244,7 @@ def main() -> None:
   parser.add_argument("--write-references", action="store_true", help="run NUTS for the cached references")
   parser.add_argument("--merge", default="", help="comma-separated result files: print their merged table only")
   parser.add_argument("--candidate", default="pSMILE auto-L", help="the row that the pass counts judge")
-  parser.add_argument("--rows", default="", help="also write the table as a docs rows-file table (JSON) here")
+  parser.add_argument("--rows", default="", help="also write table `posteriors` of docs/methods/rows/smile.json to this file")
   args = parser.parse_args()
   if args.merge:
     merged = {}

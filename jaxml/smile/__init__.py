@@ -1,6 +1,7 @@
 """SMILE: stochastic-gradient microcanonical Langevin ensembles (ICML 2026) on blackjax 1.7.
 
-Kernels (`smile`, `psmile`, `build_kernel`), the step-size tuners as `Tuner(init, update)` values and the
+`psmile` (pSMILE with L and an ε cap chosen from the chains during warmup: the default for posteriors;
+`auto_l`), the bare kernels with the authors' defaults (`kernel.psmile`, `smile`, `build_kernel`), the step-size tuners as `Tuner(init, update)` values and the
 noise preconditioner (`adaptation`), BNN targets and predictive metrics (`targets`), the chain runner
 (`chains`), SG-MCMC baselines (`baselines`), the ensemble member method (`api`) and the
 ensemble → warmup → sampling pipeline with step-size selection (`pipeline`).
@@ -13,8 +14,8 @@ from jaxml.smile.adaptation import (PrecondConfig, PrecondState, RefConfig, Step
 from jaxml.smile.chains import (ChainKernel, ChainResult, make_chain_runner, make_mclmc_runner, peg_per_step,
                                 run_chains, run_mclmc, smile_chain_kernel)
 from jaxml.smile.api import make_classifier_method, make_method, make_model
-from jaxml.smile.auto_l import AutoLState, psmile_auto
-from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, build_kernel, psmile, smile
+from jaxml.smile.auto_l import AutoLState, psmile
+from jaxml.smile.kernel import Sampler, SmileInfo, SmileState, build_kernel, smile
 from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Samplers, authors_row_order, eps_drift,
                                   evaluate, fit_ensemble, make_samplers,
                                   member_plan, run_classification, run_split, sample_split, sampler_batch_size,
@@ -30,4 +31,4 @@ __all__ = [
     "step_grid", "tuner_init", "tuner_thresholds", "tuner_update", "build_kernel", "fixed_tuner", "per_chain_tuner",
     "ref_tuner", "virial_tuner",
 ]
-__all__ += ["AutoLState", "psmile_auto"]   # pSMILE with L (and the noise cap on ε) chosen during warmup
+__all__ += ["AutoLState"]

@@ -1,10 +1,12 @@
-"""pSMILE with its partial-refresh length L chosen from the chain's own position variance.
+"""pSMILE as `jaxml.smile.psmile`: its partial-refresh length L chosen from the chain's own position variance.
+
+`kernel.psmile` is the bare kernel with the authors' defaults (L = ∞, their step-size rule), for reproduction.
 
 With L = ∞ (the kernel's default) the minibatch gradient noise is the only momentum refresh: at full batch
 the flow is deterministic and not ergodic, and with anisotropic noise the spread comes out biased (the known
 posteriors of `posteriors` show it; docs/methods/smile.md, "Defaults"). blackjax's
 `mclmc_find_L_and_step_size` sets L = l_factor · √(Σ_i Var θ_i) from the sample variance of a tuning run;
-`psmile_auto` does the same online, per chain, during warmup:
+`psmile` does the same online, per chain, during warmup:
 
   m ← m + r_t (θ − m),  v ← (1 − r_t)(v + r_t (θ − m_old)²),  r_t = min(forget / t, 1),
   L_t = l_factor · √(Σ_i v_i)  (≥ l_floor · ε_t in the first half of the warmup),
@@ -47,7 +49,7 @@ from jax.flatten_util import ravel_pytree
 from jaxml.smile import adaptation as adapt
 from jaxml.smile import kernel
 
-__all__ = ["AutoLState", "psmile_auto", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE"]
+__all__ = ["AutoLState", "psmile", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE"]
 
 L_FACTOR = 0.4          # blackjax's l_factor: L = 0.4 · √(Σ Var θ)
 ADAPT_FRAC = 0.5        # adapt_steps = ½ of num_steps when the run length is given
@@ -76,11 +78,11 @@ class AutoLState(NamedTuple):
 
   @property
   def integrator(self) -> Any:
-    """The kernel state's IntegratorState, so that `chains.smile_chain_kernel(psmile_auto(...))` runs as is."""
+    """The kernel state's IntegratorState, so that `chains.smile_chain_kernel(psmile(...))` runs as is."""
     return self.smile.integrator
 
 
-def psmile_auto(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
+def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
                 L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
                 adapt_frac: float = ADAPT_FRAC, l_factor: float = L_FACTOR, forget: float = FORGET,
                 l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,

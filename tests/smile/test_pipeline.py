@@ -17,9 +17,9 @@ def _gaussian(x, minibatch):
   return -0.5 * jnp.sum((x - 1.0) ** 2 / jnp.linspace(0.5, 2.0, x.shape[0]) ** 2)
 
 
-@pytest.mark.parametrize("factory", [smile.psmile, smile.smile,
-                                     lambda f, **kw: smile.psmile(f, tuner=smile.virial_tuner(adapt_steps=4), **kw),
-                                     lambda f, **kw: smile.psmile(f, tuner=smile.fixed_tuner(halve_nonfinite=False),
+@pytest.mark.parametrize("factory", [smile.kernel.psmile, smile.smile,
+                                     lambda f, **kw: smile.kernel.psmile(f, tuner=smile.virial_tuner(adapt_steps=4), **kw),
+                                     lambda f, **kw: smile.kernel.psmile(f, tuner=smile.fixed_tuner(halve_nonfinite=False),
                                                                   **kw)],
                          ids=["psmile", "smile", "psmile_virial", "psmile_naive_ref"])
 def test_step_size_and_L_grid_under_vmap_compiles_once(factory):

@@ -54,14 +54,14 @@ def test_cached_nuts_references_agree_with_the_laplace_approximation(name):
 
 def test_explicit_l_overrides_and_infinite_l_warns():
   check = posteriors.correlated_gaussian(dim=4)
-  sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=2.0)
+  sampler = auto_l.psmile(check.logdensity_fn, step_size=0.5, L=2.0)
   assert isinstance(sampler.init(jnp.zeros(4), check.data, jax.random.key(0)), kernel.SmileState)
   with pytest.warns(UserWarning, match="spread"):
-    auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, L=math.inf)
+    auto_l.psmile(check.logdensity_fn, step_size=0.5, L=math.inf)
 
 
 def _auto_run(check, steps, **kw):
-  sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, num_steps=steps, **kw)
+  sampler = auto_l.psmile(check.logdensity_fn, step_size=0.5, num_steps=steps, **kw)
   kern = chains.smile_chain_kernel(sampler)
   starts = jax.random.normal(jax.random.key(0), (4, check.ref_mean.shape[0]))
   return chains.run_chains(kern, starts, check.data, jax.random.key(1), batch_size=check.batch_size,
@@ -80,7 +80,7 @@ def test_auto_l_tracks_the_spread_and_freezes_after_warmup():
 
 def test_l_adapts_during_adapt_steps_then_stays():
   check = posteriors.correlated_gaussian(dim=3, rho=0.0)
-  sampler = auto_l.psmile_auto(check.logdensity_fn, step_size=0.5, adapt_steps=4, l_floor=0.01)
+  sampler = auto_l.psmile(check.logdensity_fn, step_size=0.5, adapt_steps=4, l_floor=0.01)
   state = sampler.init(jnp.ones(3), check.data, jax.random.key(0))
   step = jax.jit(sampler.step)
   lengths = []
