@@ -13,19 +13,16 @@ non-finite position is counted and left as is (SG baselines have no guardrails).
 """
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 from blackjax.sgmcmc import diffusions
 
+from jaxml import core
 from jaxml.smile.chains import ChainKernel
 
 __all__ = ["sgld_kernel", "csgld_kernel", "sghmc_kernel"]
-
-
-def _finite(tree: Any) -> jax.Array:
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
 def _sgld(logdensity_fn: Callable, default_step: float,
@@ -43,7 +40,7 @@ def _sgld(logdensity_fn: Callable, default_step: float,
     eps, temperature = schedule(t, state["step_size"])
     logdensity, grad = value_and_grad(state["position"], minibatch)
     position = solver(rng, state["position"], grad, eps, temperature)
-    bad = ~_finite(position)
+    bad = ~core.tree_all_finite(position)
     return ({"position": position, "logdensity": logdensity, "step_size": state["step_size"]},
             {"logdensity": logdensity, "reset": jnp.zeros((), bool), "nonfinite": bad,
              "step_size": jnp.asarray(eps, jnp.float32)})
@@ -91,7 +88,7 @@ def sghmc_kernel(logdensity_fn: Callable, *, step_size: float, momentum_decay: f
     solver = diffusions.sghmc(alpha=momentum_decay / eps, beta=0.0)
     logdensity, grad = value_and_grad(state["position"], minibatch)
     position, momentum = solver(rng, state["position"], state["momentum"], grad, eps, temperature)
-    bad = ~_finite(position)
+    bad = ~core.tree_all_finite(position)
     return ({"position": position, "momentum": momentum, "logdensity": logdensity, "step_size": eps},
             {"logdensity": logdensity, "reset": jnp.zeros((), bool), "nonfinite": bad, "step_size": eps})
 

@@ -28,6 +28,7 @@ from blackjax.mcmc import integrators
 from blackjax.util import generate_unit_vector
 from jax.flatten_util import ravel_pytree
 
+from jaxml import core
 from jaxml.smile import adaptation as adapt
 
 __all__ = ["SmileState", "SmileInfo", "Sampler", "smile", "psmile", "build_kernel", "init", "make_integrator",
@@ -67,10 +68,6 @@ class Sampler(NamedTuple):
   init: Callable[..., SmileState]
   step: Callable[..., tuple[SmileState, SmileInfo]]
   grads_per_step: int = 2         # batch gradients per step
-
-
-def _tree_finite(tree: Any) -> jax.Array:
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
 def _sanitize(g: jax.Array) -> jax.Array:
@@ -114,7 +111,7 @@ def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matr
   def position_op(position, kinetic_grad, step_size, coef, aux):
     new_position = jax.tree.map(lambda x, v: x + step_size * coef * v, position, kinetic_grad)
     logdensity, grad = value_and_grad(new_position)
-    finite = jnp.isfinite(logdensity) & _tree_finite(grad)
+    finite = jnp.isfinite(logdensity) & core.tree_all_finite(grad)
     if sanitize:
       grad = jax.tree.map(_sanitize, grad)
     finite = finite if aux is None else aux & finite
@@ -186,8 +183,8 @@ def build_kernel(logdensity_fn: Callable[[Any, Any], jax.Array], tuner: adapt.Tu
     new, kinetic_change, finite = make_integrator(target, imm)(st, eps)
     new = new._replace(momentum=_refresh(new.momentum, refresh_key2, eps * 0.5, L))
     energy_change = kinetic_change - new.logdensity + old.logdensity
-    ok = (finite & jnp.isfinite(energy_change) & jnp.isfinite(kinetic_change) & _tree_finite(new.position)
-          & _tree_finite(new.momentum))
+    ok = (finite & jnp.isfinite(energy_change) & jnp.isfinite(kinetic_change) & core.tree_all_finite(new.position)
+          & core.tree_all_finite(new.momentum))
     eps_new, tuner_state, reset = tuner.update(state.tuner, adapt.StepInput(
         eps, state.initial_step_size, energy_change, ok, new.position, new.logdensity_grad))
     keep = ok & ~reset

@@ -11,6 +11,7 @@ import pytest
 from blackjax.mcmc import integrators
 from jax.flatten_util import ravel_pytree
 
+from jaxml import core
 from jaxml.smile import adaptation as adapt
 from jaxml.smile import chains, kernel
 from tests.smile import analytic
@@ -371,12 +372,12 @@ def test_init_flags_step_size_dtype_and_gradient_count():
     assert sampler.grads_per_step == 2
 
 
-def test_sanitize_and_tree_finite():
+def test_sanitize_and_core_tree_all_finite():
   g = jnp.asarray([np.nan, np.inf, -np.inf, 2e6, -3.0, 5e5], jnp.float32)
   np.testing.assert_array_equal(kernel._sanitize(g), [0.0, 1e6, -1e6, 1e6, -3.0, 5e5])
-  assert bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.zeros(3)}))
-  assert not bool(kernel._tree_finite({"a": jnp.ones(2), "b": jnp.asarray([0.0, np.nan, 1.0])}))
-  assert not bool(kernel._tree_finite({"a": jnp.asarray([np.inf, 1.0]), "b": jnp.zeros(3)}))
+  assert bool(core.tree_all_finite({"a": jnp.ones(2), "b": jnp.zeros(3)}))
+  assert not bool(core.tree_all_finite({"a": jnp.ones(2), "b": jnp.asarray([0.0, np.nan, 1.0])}))
+  assert not bool(core.tree_all_finite({"a": jnp.asarray([np.inf, 1.0]), "b": jnp.zeros(3)}))
 
 
 def test_make_integrator_defaults_unit_mass_and_clipped_gradients():
