@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import eviprobe_graphs as cfg_module
 from jaxml import core
 from jaxml.data import csbm, graph_shift as gs
 from jaxml.eviprobe import backbone as bb, baselines, probe
@@ -73,11 +74,11 @@ def noisy(graph, tmp_path_factory):
   out = bb.make_forward(model)(params, dict(batch, x=x))
   test = masks["test_mask"]
   auc_msp = ood.auroc(np.asarray(baselines.msp(out["logits"])["ood"])[test], nodes[test])
-  return st, out, nodes[test], test, auc_msp
+  return st, out, nodes[test], test, auc_msp, (model, batch, params, nodes)
 
 
 def _noise_auc(graph, noisy, config):
-  st, out, is_ood, test, auc_msp = noisy
+  st, out, is_ood, test, auc_msp, _ = noisy
   res = probe.score(st, out["q"], out["z"], out["logits"], jnp.asarray(graph["edges"]), config)
   return ood.auroc(np.asarray(res["u_epi"])[test], is_ood), auc_msp
 
@@ -95,3 +96,19 @@ def test_linear_propagation_dilutes_an_isolated_noisy_node(graph, noisy):
   auc_linear, auc_msp = _noise_auc(graph, noisy, ProbeConfig())
   auc_none, _ = _noise_auc(graph, noisy, ProbeConfig(propagation="none"))
   assert auc_linear < auc_none - 0.05 and auc_linear > auc_msp, (auc_linear, auc_none, auc_msp)
+
+
+def test_centre_guard_flags_zeroed_rows(graph, noisy):
+  """Zeroed feature rows land at the data centre of q, where the paper's probe finds them *more* typical than
+  real nodes; the extension's centre guard (the experiment's γ_o, γ_c) ranks them as OOD."""
+  st, _, is_ood, test, _, (model, batch, params, nodes) = noisy
+  x = np.array(graph["features"], copy=True)
+  x[nodes] = 0.0
+  out = bb.make_forward(model)(params, dict(batch, x=x))
+  ext = dict(cfg_module.get_config("smoke").extension)
+  aucs = {}
+  for name, config in (("paper", ProbeConfig(teleport=0.5)),
+                       ("guard", ProbeConfig(teleport=0.5, own_guard=ext["own_guard"], centre_guard=ext["centre_guard"]))):
+    res = probe.score(st, out["q"], out["z"], out["logits"], jnp.asarray(graph["edges"]), config)
+    aucs[name] = ood.auroc(np.asarray(res["u_epi"])[test], is_ood)
+  assert aucs["guard"] > 0.95 and aucs["guard"] > aucs["paper"] + 0.1, aucs
