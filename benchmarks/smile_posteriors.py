@@ -55,36 +55,22 @@ def sampler_kernel(make: Callable[[jax.Array], kernel.Sampler]) -> chains.ChainK
   return chains.ChainKernel(init, step, lambda s: s.position, make(jnp.ones(())).grads_per_step)
 
 
-def sgld_kernel(logdensity_fn: Callable) -> chains.ChainKernel:
-  """blackjax.sgld with the gradient of the (already N/b-scaled) minibatch log posterior."""
-  sgld = blackjax.sgld(jax.grad(logdensity_fn))
+def sg_kernel(logdensity_fn: Callable, hmc: bool = False) -> chains.ChainKernel:
+  """blackjax.sgld, or blackjax.sghmc (momentum resampled per minibatch, SGHMC_STEPS Euler steps on it), with
+  the gradient of the (already N/b-scaled) minibatch log posterior."""
+  grad = jax.grad(logdensity_fn)
+  algo = blackjax.sghmc(grad, num_integration_steps=SGHMC_STEPS) if hmc else blackjax.sgld(grad)
 
   def init(position, minibatch, rng, hyper):
     del minibatch, rng
-    return {"position": sgld.init(position), "step_size": jnp.asarray(hyper["step_size"], jnp.float32)}
+    return {"position": algo.init(position), "step_size": jnp.asarray(hyper["step_size"], jnp.float32)}
 
   def step(rng, state, minibatch, t):
     del t
-    position = sgld.step(rng, state["position"], minibatch, state["step_size"])
+    position = algo.step(rng, state["position"], minibatch, state["step_size"])
     return {**state, "position": position}, _sg_info(position, state["step_size"])
 
-  return chains.ChainKernel(init, step, lambda s: s["position"], 1)
-
-
-def sghmc_kernel(logdensity_fn: Callable) -> chains.ChainKernel:
-  """blackjax.sghmc (momentum resampled per minibatch, SGHMC_STEPS Euler steps on it)."""
-  sghmc = blackjax.sghmc(jax.grad(logdensity_fn), num_integration_steps=SGHMC_STEPS)
-
-  def init(position, minibatch, rng, hyper):
-    del minibatch, rng
-    return {"position": sghmc.init(position), "step_size": jnp.asarray(hyper["step_size"], jnp.float32)}
-
-  def step(rng, state, minibatch, t):
-    del t
-    position = sghmc.step(rng, state["position"], minibatch, state["step_size"])
-    return {**state, "position": position}, _sg_info(position, state["step_size"])
-
-  return chains.ChainKernel(init, step, lambda s: s["position"], SGHMC_STEPS)
+  return chains.ChainKernel(init, step, lambda s: s["position"], SGHMC_STEPS if hmc else 1)
 
 
 def _sg_info(position: jax.Array, eps: jax.Array) -> dict:
@@ -107,8 +93,8 @@ METHODS = {
     "inf": ("pSMILE L=inf", lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), "eps"),
     "naive": ("pSMILE L=inf naive",
               lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuner=adapt.fixed_tuner())), "eps"),
-    "sgld": ("SGLD", lambda f, total: sgld_kernel(f), "sg"),
-    "sghmc": ("SGHMC", lambda f, total: sghmc_kernel(f), "hmc"),
+    "sgld": ("SGLD", lambda f, total: sg_kernel(f), "sg"),
+    "sghmc": ("SGHMC", lambda f, total: sg_kernel(f, hmc=True), "hmc"),
     "mclmc": ("MCLMC (full batch)", None, None),
 }
 
