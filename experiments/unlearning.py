@@ -17,8 +17,7 @@ matplotlib.use("Agg")
 
 from experiments import common, report  # noqa: E402
 from jaxml import core  # noqa: E402
-from jaxml.data import offline  # noqa: E402
-from jaxml.data import unlearning_splits as splits  # noqa: E402
+from jaxml.data import offline, unlearning_splits as splits  # noqa: E402
 from jaxml.unlearning import runner  # noqa: E402
 from jaxml.unlearning import model as model_lib  # noqa: E402
 from jaxml.unlearning import report as ul_report  # noqa: E402
@@ -42,7 +41,8 @@ def plan(config) -> dict:
       common.validate_choice(v, allowed, what)
   if not config.seeds:
     raise common.ConfigError("need at least one seed")
-  p = {"data": dict(config.data), "seed": config.seed, "tune": config.tune, "class_sweep": tuple(config.class_sweep),
+  p = {"data": dict(config.data), "model": dict(config.model), "data_dir": config.data_dir, "seed": config.seed,
+       "tune": config.tune, "class_sweep": tuple(config.class_sweep),
        "representation_checks": config.representation_checks, "paper_table": config.paper_table,
        "max_wall_s": config.max_wall_s, "eval_chunk": config.eval_chunk,
        # XLA:CPU runs convolutions inside a rolled scan ~20x slower: unroll (core.train option `unroll`)
