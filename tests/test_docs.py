@@ -122,13 +122,12 @@ LABELS = {
     "issue number": r"(?i)\bissues?\s*#?\d+",
     "an issue's bar or owner": r"(?i)\bthe issue's\b",
     "work label such as h45": r"\bh[1-9]\d\b|/h\d+[/_]",
-    "helper as a person": r"(?i)\bhelpers?\s+h\d+|\bhelper's\b|\bhelpers'",
+    "helper": r"(?i)\bhelpers?\b|\bhelper's\b|\bhelpers'",
     "owner": r"(?i)\bowners?\b",
     "lead as a person": r"(?i)\b(?:the|by the|from the|with the) lead\b(?!\s+(?:to|time)\b)|\blead's\b|\(lead\b",
     "lock-file recipe": r"\bflock\s+/|\bcpu\.lock\b",
     "shared/ path": r"(?:^|[\s`'\"(])(?:\.\./)?shared/",
-    "work session": (r"(?i)\b(?:this|that|previous|earlier|next|later|same|another|first|second|third|fourth|"
-                     r"fifth|sixth|one|other|these|those|each)\s+sessions?\b|\bsession\s+h\d+|\bsessions\b"),
+    "work session": r"(?i)\bsessions?\b",
     "date of work": r"\b202[5-7]-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b",
     "link to a removed page": r"docs/results/",
 }
@@ -168,16 +167,18 @@ def test_label_patterns_match_labels_and_spare_ordinary_words():
   assert kinds("as issue 19 asks") == {"issue number"}
   assert kinds("measured by h45") == {"work label such as h45"}
   assert kinds("runs/h27_digits5") == {"work label such as h45"}
-  assert kinds("helper h52 ran it") >= {"helper as a person"}
+  assert kinds("helper h52 ran it") >= {"helper"}
+  assert kinds("test helpers below") == {"helper"}
   assert kinds("the lead's run") == {"lead as a person"}
   assert kinds("(lead, updated)") == {"lead as a person"}
   assert kinds("flock /tmp/cpu.lock nice -n 5") == {"lock-file recipe"}
   assert kinds("Spec: `shared/specs/smile.md`") == {"shared/ path"}
   assert kinds("the fifth session") == {"work session"}
+  assert kinds("one persistent cache per test session") == {"work session"}
   assert kinds("each owner can run theirs") == {"owner"}
   assert kinds("done 2026-12-04") == {"date of work"}
   for ordinary in ("h0, h1 = render(a), render(b)", "leaves all lead with the member axis", "a lead to follow",
-                   "test helpers below", "one persistent cache per test session", "an fcntl.flock on the workdir",
+                   "an fcntl.flock on the workdir", "def pytest_sessionfinish(exitstatus):",
                    "jax.sharding shards the batch", "the H100 GPU", "see issues of blackjax", "shared modules"):
     assert kinds(ordinary) == set(), ordinary
 

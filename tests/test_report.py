@@ -1,4 +1,4 @@
-"""Shared report helpers: paired matching, sign test, tables, the one formatter, plot."""
+"""The shared report library: paired matching, sign test, tables, the one formatter, plot."""
 
 import math
 

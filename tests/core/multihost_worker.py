@@ -17,16 +17,16 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxml import core  # noqa: E402
-from tests.core import helpers  # noqa: E402
+from tests.core import toy  # noqa: E402
 
-NUM_STEPS = helpers.MULTIHOST_STEPS
+NUM_STEPS = toy.MULTIHOST_STEPS
 
 
 def train(out_dir: str, process_id: int, num_processes: int):
-  state, optimizer, data = helpers.fresh_state()
-  global_batches = helpers.batch_fn(data)
+  state, optimizer, data = toy.fresh_state()
+  global_batches = toy.batch_fn(data)
   local = lambda step: core.batches.process_slice(global_batches(step), process_id, num_processes)  # noqa: E731
-  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), local, num_steps=NUM_STEPS,
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), local, num_steps=NUM_STEPS,
                     log_every=6, checkpoint_manager=core.checkpoint.make_manager(os.path.join(out_dir, "ckpt")),
                     checkpoint_every=6, progress=process_id == 0)
   return result

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxml import core
-from tests.core import helpers
+from tests.core import toy
 
 
 class _Interrupt(Exception):
@@ -17,7 +17,7 @@ class _Interrupt(Exception):
 
 
 def _run(tmp_path, num_steps, *, interrupt_at=None, ckpt_every=10, name="run"):
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
   hooks = []
   if interrupt_at is not None:
     def stop(step, state):
@@ -25,7 +25,7 @@ def _run(tmp_path, num_steps, *, interrupt_at=None, ckpt_every=10, name="run"):
         raise _Interrupt()
     hooks.append(core.Hook(1, stop))
   manager = core.checkpoint.make_manager(str(tmp_path / name))
-  return core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+  return core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data),
                   num_steps=num_steps, log_every=5, checkpoint_manager=manager, checkpoint_every=ckpt_every,
                   hooks=hooks, progress=False, writer=core.MetricWriter(str(tmp_path / name)))
 
@@ -46,15 +46,15 @@ def test_kill_at_every_step_with_a_torn_write_resumes_to_the_uninterrupted_run(t
   """A kill -9 at any moment leaves the last finished checkpoint and, if it hit a write, that write's
   temporary folder. Stopping after each of 6 steps (checkpoints every 2) with a torn folder of the next
   checkpoint left behind, then rerunning, gives the uninterrupted parameters every time."""
-  state, optimizer, data = helpers.fresh_state()
-  step = core.make_train_step(helpers.mlp_loss, optimizer)     # one compiled dispatch for every run
+  state, optimizer, data = toy.fresh_state()
+  step = core.make_train_step(toy.mlp_loss, optimizer)     # one compiled dispatch for every run
 
   def run(name, stop_at=None):
     def hook(s, st):
       if s == stop_at:
         raise _Interrupt()
     manager = core.checkpoint.make_manager(str(tmp_path / name))
-    return core.fit(state, step, helpers.batch_fn(data), num_steps=6, log_every=6, checkpoint_manager=manager,
+    return core.fit(state, step, toy.batch_fn(data), num_steps=6, log_every=6, checkpoint_manager=manager,
                     checkpoint_every=2, hooks=[core.Hook(1, hook)], progress=False)
 
   full = run("full")
@@ -71,7 +71,7 @@ def test_kill_at_every_step_with_a_torn_write_resumes_to_the_uninterrupted_run(t
 
 
 def test_checkpoint_round_trip(tmp_path):
-  state, _, _ = helpers.fresh_state()
+  state, _, _ = toy.fresh_state()
   state = state.replace(step=jnp.asarray(7, jnp.int32), extra={"c": jnp.arange(3.0)})
   manager = core.checkpoint.make_manager(str(tmp_path / "ck"))
   core.checkpoint.save(manager, 7, state)
@@ -81,8 +81,8 @@ def test_checkpoint_round_trip(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
-  state, optimizer, data = helpers.fresh_state()
-  get = helpers.batch_fn(data)
+  state, optimizer, data = toy.fresh_state()
+  get = toy.batch_fn(data)
 
   def poisoned(step):
     batch = get(step)
@@ -92,7 +92,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 
   manager = core.checkpoint.make_manager(str(tmp_path / "nan"))
   with pytest.raises(core.NonFiniteLossError, match="last good checkpoint"):
-    core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), poisoned, num_steps=30,
+    core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), poisoned, num_steps=30,
              log_every=1, checkpoint_manager=manager, checkpoint_every=5, progress=False)
   assert core.checkpoint.latest_step(manager) == 10
   good = core.checkpoint.restore(manager, 10, state)
@@ -100,22 +100,22 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 
 
 def test_hook_can_replace_extra_state():
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
   state = state.replace(extra={"count": jnp.zeros(())})
 
   def bump(step, state):
     return state.replace(extra={"count": state.extra["count"] + 1})
 
-  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data),
                     num_steps=12, log_every=6, hooks=[core.Hook(4, bump)], progress=False)
   assert float(result.state.extra["count"]) == 3.0
 
 
 def test_fit_with_eval_and_iterator(tmp_path):
-  state, optimizer, data = helpers.fresh_state()
-  batches = (helpers.batch_fn(data)(i) for i in range(100))
-  eval_step = core.step.make_eval_step(lambda p, b: helpers.mlp_loss(p, b, None)[1])
-  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), batches, num_steps=8,
+  state, optimizer, data = toy.fresh_state()
+  batches = (toy.batch_fn(data)(i) for i in range(100))
+  eval_step = core.step.make_eval_step(lambda p, b: toy.mlp_loss(p, b, None)[1])
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), batches, num_steps=8,
                     log_every=4, eval_step=eval_step, eval_batches=lambda: [data], eval_every=4,
                     progress=False)
   assert set(result.eval_metrics) == {"mae"} and np.isfinite(result.eval_metrics["mae"])
@@ -123,22 +123,22 @@ def test_fit_with_eval_and_iterator(tmp_path):
 
 def test_fit_leaves_the_callers_arrays_alive():
   """The loop donates its state; the params the caller passed in must stay usable."""
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
   params = state.params
-  core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+  core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data),
            num_steps=3, log_every=3, progress=False)
   assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(params))
 
 
 def test_hook_can_stop_training_early(tmp_path):
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
 
   def stop_at_seven(step, state):
     if step == 7:
       raise core.StopTraining()
 
   manager = core.checkpoint.make_manager(str(tmp_path / "stop"))
-  result = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data),
                     num_steps=50, log_every=5, hooks=[core.Hook(1, stop_at_seven)], checkpoint_manager=manager,
                     checkpoint_every=5, progress=False)
   assert int(result.state.step) == 7 and core.checkpoint.latest_step(manager) == 7

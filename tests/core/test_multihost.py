@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxml import core
-from tests.core import helpers
+from tests.core import toy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -41,9 +41,9 @@ def test_two_process_run_equals_single_process(tmp_path):
   for p, out in zip(procs, outputs):
     assert p.returncode == 0, out[-3000:]
 
-  state, optimizer, data = helpers.fresh_state()
-  expected = core.fit(state, core.make_train_step(helpers.mlp_loss, optimizer), helpers.batch_fn(data),
-                      num_steps=helpers.MULTIHOST_STEPS, log_every=6, progress=False)
+  state, optimizer, data = toy.fresh_state()
+  expected = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data),
+                      num_steps=toy.MULTIHOST_STEPS, log_every=6, progress=False)
   got = np.load(tmp_path / "params.npz")
   for path, leaf in jax.tree_util.tree_leaves_with_path(expected.state.params):
     key = "/".join(str(k.key) for k in path)

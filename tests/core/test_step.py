@@ -9,7 +9,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jaxml import core
-from tests.core import helpers
+from tests.core import toy
 
 
 def test_least_squares_reaches_closed_form():
@@ -37,9 +37,9 @@ def test_least_squares_reaches_closed_form():
 @pytest.mark.multidevice
 def test_sharded_step_matches_single_device():
   assert jax.device_count() == 8, "conftest should simulate 8 CPU devices"
-  state, optimizer, data = helpers.fresh_state()
-  batch = helpers.batch_fn(data)(0)
-  step = core.make_train_step(helpers.mlp_loss, optimizer)
+  state, optimizer, data = toy.fresh_state()
+  batch = toy.batch_fn(data)(0)
+  step = core.make_train_step(toy.mlp_loss, optimizer)
   expected, expected_metrics = jax.jit(step)(state, batch)
   mesh = core.make_mesh()
   shardings = jax.tree.map(lambda _: NamedSharding(mesh, P()), state)
@@ -50,18 +50,18 @@ def test_sharded_step_matches_single_device():
 
 
 def test_step_traces_once_and_keys_differ_per_step():
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
   seen = []
 
   def loss_fn(params, batch, rng):
     seen.append(1)
-    loss, aux = helpers.mlp_loss(params, batch, rng)
+    loss, aux = toy.mlp_loss(params, batch, rng)
     return loss, {**aux, "u": jax.random.uniform(rng)}
 
   step = jax.jit(core.make_train_step(loss_fn, optimizer))
   us = []
   for i in range(3):
-    state, m = step(state, helpers.batch_fn(data)(i))
+    state, m = step(state, toy.batch_fn(data)(i))
     us.append(float(m["u"]))
   assert len(seen) == 1, "the step retraced"
   assert len(set(us)) == 3
@@ -69,13 +69,13 @@ def test_step_traces_once_and_keys_differ_per_step():
 
 def test_ema_matches_its_closed_form_at_an_asymmetric_decay():
   """After 3 steps, ema = d^3 p0 + (1 - d)(d^2 p1 + d p2 + p3); at d = 0.9 a swapped d and 1 - d is far off."""
-  state, optimizer, data = helpers.fresh_state()
+  state, optimizer, data = toy.fresh_state()
   state = core.create_train_state(state.params, optimizer, 0, ema=True)
   d = 0.9
-  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer, ema_decay=d))
+  step = jax.jit(core.make_train_step(toy.mlp_loss, optimizer, ema_decay=d))
   params = [state.params]
   for i in range(3):
-    state, _ = step(state, helpers.batch_fn(data)(i))
+    state, _ = step(state, toy.batch_fn(data)(i))
     params.append(state.params)
   p0, p1, p2, p3 = params
   expected = jax.tree.map(lambda a, b, c, e: d ** 3 * a + (1 - d) * (d * d * b + d * c + e), p0, p1, p2, p3)
@@ -145,11 +145,11 @@ def test_eval_step_reads_the_ema_copy_and_extra_when_asked():
 
 
 def test_freeze_gives_exactly_zero_updates():
-  state, _, data = helpers.fresh_state()
+  state, _, data = toy.fresh_state()
   optimizer = core.freeze(optax.adam(1e-2), [r"Dense_0"])
   state = core.create_train_state(state.params, optimizer, 0)
-  step = jax.jit(core.make_train_step(helpers.mlp_loss, optimizer))
-  new, _ = step(state, helpers.batch_fn(data)(0))
+  step = jax.jit(core.make_train_step(toy.mlp_loss, optimizer))
+  new, _ = step(state, toy.batch_fn(data)(0))
   chex.assert_trees_all_equal(new.params["Dense_0"], state.params["Dense_0"])
   assert not np.allclose(new.params["Dense_1"]["kernel"], state.params["Dense_1"]["kernel"])
 
@@ -169,9 +169,9 @@ def test_make_optimizer_rejects_unknown_names():
 @pytest.mark.multidevice
 def test_sharding_rules_place_params_and_keep_results():
   """A ('data', 'model') mesh with a regex rule splitting the hidden layer gives the same step."""
-  state, optimizer, data = helpers.fresh_state()
-  batch = helpers.batch_fn(data)(0)
-  step = core.make_train_step(helpers.mlp_loss, optimizer)
+  state, optimizer, data = toy.fresh_state()
+  batch = toy.batch_fn(data)(0)
+  step = core.make_train_step(toy.mlp_loss, optimizer)
   expected, _ = jax.jit(step)(state, batch)
   mesh = core.make_mesh(num_model=2)
   rules = [(r"params/Dense_0/kernel", P(None, "model")), (r"opt_state/.*Dense_0/kernel", P(None, "model"))]

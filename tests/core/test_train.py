@@ -12,7 +12,7 @@ import pytest
 
 from jaxml import core
 from jaxml.core.train import mesh_from_config
-from tests.core import helpers
+from tests.core import toy
 
 
 def _least_squares():
@@ -132,23 +132,23 @@ def test_learning_rate_grid_shares_one_trace():
 
 
 def test_injected_lr_gives_the_same_numbers_as_a_float_lr():
-  state, _, data = helpers.fresh_state()
+  state, _, data = toy.fresh_state()
   cfg = ml_collections.ConfigDict({"name": "adam", "lr": 3e-3})
   plain, injected = core.make_optimizer(cfg), core.make_optimizer(dict(cfg), inject_lr=True)
   results = []
   for tx in (plain, injected):
     s = core.create_train_state(state.params, tx, 0)
-    step = jax.jit(core.make_train_step(helpers.mlp_loss, tx))
+    step = jax.jit(core.make_train_step(toy.mlp_loss, tx))
     for i in range(5):
-      s, _ = step(s, helpers.batch_fn(data)(i))
+      s, _ = step(s, toy.batch_fn(data)(i))
     results.append(s.params)
   chex.assert_trees_all_equal(results[0], results[1])
 
 
 def _mlp_train(tmp_path, name, *, stop_at=None, k=0, select=True, unroll=False):
-  state, _, data = helpers.fresh_state()
-  method = core.Method(lambda rng, b: state.params, helpers.mlp_loss,
-                       lambda p, b: {"mse": helpers.mlp_loss(p, b, None)[0]})
+  state, _, data = toy.fresh_state()
+  method = core.Method(lambda rng, b: state.params, toy.mlp_loss,
+                       lambda p, b: {"mse": toy.mlp_loss(p, b, None)[0]})
   config = {"optim": {"name": "adam", "lr": 1e-2}, "num_steps": 40, "log_every": 5, "eval_every": 5,
             "checkpoint_every": 10, "steps_per_dispatch": k, "unroll": unroll}
 
@@ -156,7 +156,7 @@ def _mlp_train(tmp_path, name, *, stop_at=None, k=0, select=True, unroll=False):
     if step == stop_at:
       raise KeyboardInterrupt
   hooks = [core.Hook(5, stop)] if stop_at else []
-  return core.train(method, helpers.batch_fn(data), config, workdir=str(tmp_path / name), name=name,
+  return core.train(method, toy.batch_fn(data), config, workdir=str(tmp_path / name), name=name,
                     eval_batches=[data], select=core.Selection("mse", "min") if select else None, hooks=hooks,
                     progress=False)
 
@@ -220,9 +220,9 @@ def test_unrolled_multi_step_stacks_metrics_and_compares_by_step_and_mode():
 
 @pytest.mark.multidevice
 def test_sharded_fit_with_k_steps_equals_single_device():
-  state, optimizer, data = helpers.fresh_state()
-  step = core.make_train_step(helpers.mlp_loss, optimizer)
-  runs = [core.fit(state, step, helpers.batch_fn(data), num_steps=20, log_every=10, progress=False,
+  state, optimizer, data = toy.fresh_state()
+  step = core.make_train_step(toy.mlp_loss, optimizer)
+  runs = [core.fit(state, step, toy.batch_fn(data), num_steps=20, log_every=10, progress=False,
                    mesh=core.make_mesh(n)) for n in (1, 8)]
   assert runs[1].steps_per_dispatch == 10
   chex.assert_trees_all_close(runs[1].state.params, runs[0].state.params, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Baselines and shared pieces: AUROC helper, hop distances, GNNSafe, sample averages, EPN, ensembles."""
+"""Baselines and shared pieces: AUROC, hop distances, GNNSafe, sample averages, EPN, ensembles."""
 
 import itertools
 

@@ -9,7 +9,7 @@ import pytest
 from jaxml.metrics import mia
 from jaxml.unlearning import baselines, evaluate
 from jaxml.unlearning.task import UnlearningTask
-from tests.unlearning.helpers import MODEL, gaussian_task, trained_original
+from tests.unlearning.fixtures import MODEL, gaussian_task, trained_original
 
 @pytest.fixture(scope="module")
 def setup():

@@ -6,7 +6,7 @@ import pytest
 from jaxml.unlearning import api, baselines, runner, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import steps_for_epochs
-from tests.unlearning.helpers import MODEL, gaussian_task, trained_original
+from tests.unlearning.fixtures import MODEL, gaussian_task, trained_original
 
 @pytest.fixture(scope="module")
 def setup():

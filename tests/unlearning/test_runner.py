@@ -6,8 +6,8 @@ import numpy as np
 from jaxml import unlearning
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning import runner
-from tests.unlearning import helpers
-from tests.unlearning.helpers import gaussian_task
+from tests.unlearning import fixtures
+from tests.unlearning.fixtures import gaussian_task
 
 MODEL = model_lib.MLPClassifier(3, (16, 8))
 
@@ -46,9 +46,9 @@ def test_knn_other_side_by_hand():
 
 
 def test_representation_overlap_in_percent():
-  task, params = helpers.trained_original()
-  out = runner.representation_overlap(helpers.MODEL, params, task, k=3)
-  z = np.asarray(helpers.MODEL.apply({"params": params}, task.x_train, method=lambda m, x: m.encoder(x)))
+  task, params = fixtures.trained_original()
+  out = runner.representation_overlap(fixtures.MODEL, params, task, k=3)
+  z = np.asarray(fixtures.MODEL.apply({"params": params}, task.x_train, method=lambda m, x: m.encoder(x)))
   side = np.isin(np.arange(task.x_train.shape[0]), task.forget_idx)
   hit = runner.knn_other_side(z, side, 3)
   assert out["retain_knn_forget"] == 100.0 * hit[task.retain_idx].mean()
@@ -98,9 +98,9 @@ def test_masked_head_shift_by_hand():
 
 
 def test_ru_val_takes_its_target_from_its_settings():
-  task, params = helpers.trained_original()
+  task, params = fixtures.trained_original()
   ru = {"batch_size": 16, "min_steps": 3, "hidden": [8], "lr": 1e-2}
-  run = lambda name, cfg: unlearning.run_method(name, cfg, helpers.MODEL, params, task, seed=0)  # noqa: E731
+  run = lambda name, cfg: unlearning.run_method(name, cfg, fixtures.MODEL, params, task, seed=0)  # noqa: E731
   same = lambda a, b: jax.tree.all(jax.tree.map(np.array_equal, a.params["transform"], b.params["transform"]))  # noqa: E731
   uniform, mean = run("ru_uniform", ru), run("ru", ru)
   assert same(run("ru_val", ru | {"target": "uniform"}), uniform) and same(run("ru_val", ru), mean)

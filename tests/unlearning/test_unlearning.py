@@ -9,7 +9,7 @@ from jaxml.metrics import mia
 from jaxml.unlearning import api, baselines, targets
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import with_values
-from tests.unlearning.helpers import MODEL, TRAIN, trained_original
+from tests.unlearning.fixtures import MODEL, TRAIN, trained_original
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from experiments import unlearning as exp
 from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import report as ul_report
 from jaxml.unlearning import runner
-from tests.unlearning import helpers
+from tests.unlearning import fixtures
 
 
 def test_bar_score_by_hand():
@@ -35,13 +35,13 @@ def test_bar_score_by_hand():
 
 
 def test_tune_by_bar_picks_the_beta_that_forgets_on_a_toy():
-  task, params = helpers.trained_original()
-  orig = runner.predictor(helpers.MODEL)
+  task, params = fixtures.trained_original()
+  orig = runner.predictor(fixtures.MODEL)
   ref_orig = ev.unlearning_metrics(ev.collect_outputs(lambda x: orig(params, x), task), task)
-  rt = runner.run_method("retrain", helpers.TRAIN, helpers.MODEL, params, task, seed=0)
+  rt = runner.run_method("retrain", fixtures.TRAIN, fixtures.MODEL, params, task, seed=0)
   ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
   ru = {"transform": "linear", "lr": 1e-2, "batch_size": 16, "min_steps": 60}
-  best, scores = runner.tune("ru_val", ru, "beta", (1e-6, 1.0), helpers.MODEL, params, task, ref, seed=0,
+  best, scores = runner.tune("ru_val", ru, "beta", (1e-6, 1.0), fixtures.MODEL, params, task, ref, seed=0,
                              score=ev.scorer("bar", ref, ref_orig))
   # beta ~ 0 leaves T the identity: the forgotten class stays recognised (dFA ~ 100, score ~ 50).
   assert scores[1e-6] > 10.0 and scores[1.0] < scores[1e-6]
@@ -51,13 +51,13 @@ def test_tune_by_bar_picks_the_beta_that_forgets_on_a_toy():
 def test_a_grid_over_the_transform_is_chosen_like_a_numeric_one():
   # ru_val's grid may vary a non-numeric setting (the transform architecture): every value runs, the
   # chosen one is the argmin of its scores, and the log prints it as is (numbers in %g).
-  task, params = helpers.trained_original()
-  orig = runner.predictor(helpers.MODEL)
+  task, params = fixtures.trained_original()
+  orig = runner.predictor(fixtures.MODEL)
   ref_orig = ev.unlearning_metrics(ev.collect_outputs(lambda x: orig(params, x), task), task)
-  rt = runner.run_method("retrain", helpers.TRAIN, helpers.MODEL, params, task, seed=0)
+  rt = runner.run_method("retrain", fixtures.TRAIN, fixtures.MODEL, params, task, seed=0)
   ref = ev.unlearning_metrics(ev.collect_outputs(rt.predict, task), task)
   ru = {"transform": "linear", "beta": 1.0, "hidden": (8,), "lr": 1e-2, "batch_size": 16, "min_steps": 60}
-  best, scores = runner.tune("ru_val", ru, "transform", ("linear", "residual"), helpers.MODEL, params, task, ref,
+  best, scores = runner.tune("ru_val", ru, "transform", ("linear", "residual"), fixtures.MODEL, params, task, ref,
                              seed=0, score=ev.scorer("bar", ref, ref_orig))
   assert set(scores) == {"linear", "residual"} and np.isfinite(list(scores.values())).all()
   assert best == min(scores, key=scores.get)
