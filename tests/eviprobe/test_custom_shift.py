@@ -38,6 +38,15 @@ def _graph():
   return g, masks
 
 
+def _backbone():
+  """The CSBM graph with an untrained 8-unit GCN on it: (graph, masks, classes, model, batch, params)."""
+  g, masks = _graph()
+  k = int(g["num_classes"])
+  model = bb.make_backbone({"name": "gcn", "hidden": 8, "dropout": 0.5}, g["features"].shape[1], k)
+  batch = dict(x=g["features"], edges=g["edges"], labels=g["labels"])
+  return g, masks, k, model, batch, bb.make_backbone_method(model).init(jax.random.key(0), batch)
+
+
 def test_apply_shift_runs_a_user_function_without_touching_the_inputs():
   g, masks = _graph()
   x0, e0 = g["features"].copy(), g["edges"].copy()
@@ -67,11 +76,7 @@ def test_builtin_shift_is_a_shift_function():
 
 
 def test_pipeline_refits_gkde_on_a_rewired_graph():
-  g, masks = _graph()
-  k = int(g["num_classes"])
-  model = bb.make_backbone({"name": "gcn", "hidden": 8, "dropout": 0.5}, g["features"].shape[1], k)
-  batch = dict(x=g["features"], edges=g["edges"], labels=g["labels"])
-  params = bb.make_backbone_method(model).init(jax.random.key(0), batch)
+  g, masks, k, model, batch, params = _backbone()
   config = {"eviprobe": {}, "ablations": (), "baselines": ("msp", "gkde", "gnnsafe"),
             "gnnsafe": {"steps": 2, "alpha": 0.5}, "gkde": {"sigma": 1.0, "max_hops": 4}}
   tr, va = np.flatnonzero(masks["train_mask"]), np.flatnonzero(masks["val_mask"])
@@ -95,11 +100,7 @@ def test_pipeline_refits_gkde_on_a_rewired_graph():
 
 def test_isolated_scores_equal_scoring_the_graph_with_one_node_perturbed():
   """isolated_scores (one jitted lax.map over nodes) gives each node the score it gets when it alone is perturbed."""
-  g, masks = _graph()
-  k = int(g["num_classes"])
-  model = bb.make_backbone({"name": "gcn", "hidden": 8, "dropout": 0.5}, g["features"].shape[1], k)
-  batch = dict(x=g["features"], edges=g["edges"], labels=g["labels"])
-  params = bb.make_backbone_method(model).init(jax.random.key(0), batch)
+  g, masks, k, model, batch, params = _backbone()
   config = {"eviprobe": {}, "ablations": (), "baselines": ("msp",), "gnnsafe": {"steps": 2, "alpha": 0.5}}
   fitted = pl.fit_posthoc(config, model, params, batch, np.flatnonzero(masks["train_mask"]),
                           np.flatnonzero(masks["val_mask"]), k)
