@@ -152,8 +152,41 @@ def _check_sol_ordinal(rows: list[dict], run: pathlib.Path) -> None:
   assert [r["metrics"]["mae"] for r in again] == [r["metrics"]["mae"] for r in rows]
 
 
+def _check_smile_uci(rows: list[dict], run: pathlib.Path) -> None:
+  """SMILE's table: a row per method plus the validation-chosen smile_best and psmile_best, the predictive metrics,
+  and the sampling cost (equal per-chain PEG for the minibatch samplers on the same budget; pSMILE costs more than
+  DE)."""
+  config = importlib.import_module("configs.smile_uci").get_config("smoke")
+  assert {r["method"] for r in rows} == set(config.smile.methods) | {"smile_best", "psmile_best"}
+  for r in rows:
+    assert r["metrics"]["lppd"] is not None and r["cost"]["peg"] > 0, r
+    assert {"rmse", "coverage_80", "coverage_90", "coverage_95", "cal_error"} <= set(r["metrics"]), r
+  by = {r["method"]: r for r in rows}
+  assert by["psmile"]["cost"]["sampler_peg"] == pytest.approx(by["sgld"]["cost"]["sampler_peg"], rel=0.1)
+  assert by["psmile"]["cost"]["peg"] > by["de"]["cost"]["peg"]
+  assert (run / "lppd_vs_peg.png").exists()
+
+
+def _check_causal_reward(rows: list[dict], run: pathlib.Path) -> None:
+  """Causal reward's table: every method and the two rule rewards, CRM-N's full metric set, the length rule's
+  training accuracy (the benchmark's rho = 0.9), and the best-of-N curves for N = 1..16 (SHORTER's 16 candidates)."""
+  config = importlib.import_module("configs.causal_reward").get_config("smoke")
+  assert {r["method"] for r in rows} == set(config.methods) | {"rule_length", "rule_sycophancy"}
+  crm_row = next(r for r in rows if r["method"] == "crm_n")["metrics"]
+  for key in ("acc_id", "acc_gold", "acc_anti", "corr_length", "do_length", "do_sycophancy", "zn_pref_id",
+              "zn_pref_gold", "zn_pref_anti", "zc_pref_gold", "zc_length_r2", "zn_sycophancy_r2", "bon_gold_max",
+              "bon_hack_max", "gao_alpha"):
+    assert key in crm_row and crm_row[key] is not None, key
+  rule = next(r for r in rows if r["method"] == "rule_length")["metrics"]
+  assert abs(rule["acc_train"] - 0.9) < 0.01
+  assert (run / "bon_synthetic_rho0.9.png").exists()
+  curves = json.loads((run / "curves.json").read_text())
+  assert len(curves["bon_curves"]["synthetic_rho0.9"]["vanilla"][0]["gold"]) == 5   # N = 1..16
+
+
 # Extra checks of one experiment's smoke results.json rows (and its run folder).
-ROW_CHECKS = {"emf_generate": _check_emf_generate, "sol_ordinal": _check_sol_ordinal}
+ROW_CHECKS = {"emf_generate": _check_emf_generate, "sol_ordinal": _check_sol_ordinal, "smile_uci": _check_smile_uci,
+              "causal_reward": _check_causal_reward}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -1,42 +1,12 @@
-"""The smile_uci experiment end to end on a tiny override of the smoke preset."""
+"""The smile_uci experiment: name checks, presets, and short runs of the paper and uci11 presets (the smoke
+preset's end-to-end run and its row checks are in tests/test_configs.py)."""
 
-import json
 import math
-import os
 
 import pytest
 
 from configs import smile_uci as cfg_module
-from experiments import common, smile_uci
-
-
-def _tiny_config():
-  config = cfg_module.get_config("smoke")
-  s = config.smile
-  # Every group compiles once; csgld/sghmc/mclmc runners are covered by tests/smile/test_kernel.py.
-  s.methods = ("map", "de", "smile_naive", "psmile", "sgld")
-  s.member_epochs, s.member_max_steps = 2, 16
-  s.budget_epochs, s.num_samples = 8, 4
-  return config
-
-
-def test_smoke_run_writes_schema(tmp_path):
-  config = _tiny_config()
-  rows = smile_uci.run(config, str(tmp_path))
-  methods = {r["method"] for r in rows}
-  assert methods == set(config.smile.methods) | {"smile_best"}     # + the validation-chosen SMILE variant
-  for r in rows:
-    assert set(r) == {"method", "dataset", "split", "seed", "metrics", "cost"}
-    assert r["metrics"]["lppd"] is not None and r["cost"]["peg"] > 0
-    for key in ("rmse", "coverage_80", "coverage_90", "coverage_95", "cal_error"):
-      assert key in r["metrics"]
-  by = {r["method"]: r for r in rows}
-  # Equal per-chain PEG for the minibatch samplers (same budget, same warm start).
-  assert by["psmile"]["cost"]["sampler_peg"] == pytest.approx(by["sgld"]["cost"]["sampler_peg"], rel=0.1)
-  assert by["psmile"]["cost"]["peg"] > by["de"]["cost"]["peg"]
-  assert os.path.exists(tmp_path / "lppd_vs_peg.png")
-  common.write_json(str(tmp_path / "results.json"), {"rows": rows})
-  json.loads((tmp_path / "results.json").read_text())
+from experiments import smile_uci
 
 
 def test_unknown_names_rejected():
