@@ -211,7 +211,7 @@ def sampled_estimate(killed: int, n: int) -> dict:
 
 
 def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, str], seed: int, command: str,
-                   path: Path = SCORES) -> dict:
+                   tests: list[str], path: Path = SCORES) -> dict:
   """Writes `pkg`'s sampled per-module estimates into the scores file. Judged reasons already written for a
   survivor stay; a module whose drawn mutants were not all checked keeps the checked ones as its sample."""
   data = json.loads(path.read_text()) if path.exists() else {}
@@ -239,7 +239,7 @@ def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, st
     modules[module] = new
   for module, old in old_modules.items():
     modules.setdefault(module, old)
-  data[pkg] = {"tests": SCOPES[pkg][1], "modules": modules}
+  data[pkg] = {"tests": tests, "modules": modules}
   path.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
   return data[pkg]
 
@@ -302,6 +302,7 @@ def main() -> int:
   shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
   env = dict(os.environ, PYTHONPATH=str(work))
   env.setdefault("JAX_PLATFORMS", "cpu")   # as tests/conftest.py sets it: a preloaded jax reads it at import
+  used_tests = [t for t in (args.tests or SCOPES[args.pkg][1]) if (ROOT / t.split("::")[0]).exists()]
   nice = ["nice", "-n", "19"] if shutil.which("nice") else []
   names = list(args.mutants)
   drawn: dict[str, list[str]] = {}
@@ -351,7 +352,7 @@ def main() -> int:
         if statuses.get(n) != "killed":
           print(f"      {statuses.get(n, 'not checked')}: {n}")
     if args.record:
-      record_sampled(args.pkg, drawn, statuses, args.seed, command)
+      record_sampled(args.pkg, drawn, statuses, args.seed, command, used_tests)
     return 0
   counts = tally(work, args.mutants)
   if args.record:
