@@ -91,9 +91,10 @@ def get_config(arg=None):
   warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
   s.warmup_frac = 1.0 / 3.0 if paper else warm_steps / (warm_steps + sample_steps) if ref else 0.5
   s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[table]   # kept/chain
-  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}:
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp", "psmile_auto"}:
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
+  if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}:
     s.p_reset = 0.98
     s.alpha = 0.1
     s.delta = 0.02

@@ -32,7 +32,7 @@ _PSMILE = {m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precond
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.
 CHOSEN = (("smile_best", _ALL_SMILE), ("psmile_best", _PSMILE))
-_OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile_clamp", "psmile")   # compared with the SG-MCMC baselines
+_OURS = ("smile_best", "psmile_best", "psmile_naive", "psmile_clamp", "psmile", "psmile_auto")   # compared with the SG-MCMC baselines
 _BASELINES = ("sgld", "sghmc", "csgld")                            # equal per-example gradients
 _COLS = [("lppd", "LPPD"), ("rmse", "RMSE"), ("coverage_90", "cov90"), ("cal_error", "cal.err"),
          ("lppd_chain_mean", "LPPD/chain"), ("rhat_median", "R-hat"), ("ess_median", "ESS"), ("resets", "resets"),

@@ -18,7 +18,7 @@ from jaxml.core.rng import fold_in_each
 from jaxml.smile import adaptation as adapt
 from jaxml.smile.kernel import Sampler
 
-__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains",
+__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "auto_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains",
            "run_mclmc", "peg_per_step"]
 
 
@@ -75,13 +75,27 @@ def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
       state = state._replace(tuner=state.tuner._replace(on=jnp.asarray(hyper["tuned"], bool)))
     return state
 
+  return ChainKernel(init, _smile_step(sampler), lambda s: s.integrator.position, sampler.grads_per_step)
+
+
+def _smile_step(sampler: Sampler) -> Callable:
   def step(rng, state, minibatch, t):
     del t
     state, info = sampler.step(rng, state, minibatch)
     return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
                    "step_size": info.step_size}
+  return step
 
-  return ChainKernel(init, step, lambda s: s.integrator.position, sampler.grads_per_step)
+
+def auto_chain_kernel(make_sampler: Callable[[jax.Array], Sampler]) -> ChainKernel:
+  """Adapts `smile.psmile` (automatic L) to the runner: `make_sampler(ε₀)` builds it, ε₀ per chain from
+  hyper["step_size"] (its step reads ε₀ from the state, so one sampler steps every chain)."""
+  sampler = make_sampler(jnp.float32(1.0))
+
+  def init(position, minibatch, rng, hyper):
+    return make_sampler(jnp.asarray(hyper["step_size"], jnp.float32)).init(position, minibatch, rng)
+
+  return ChainKernel(init, _smile_step(sampler), lambda s: s.integrator.position, sampler.grads_per_step)
 
 
 def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, batch_size: int, num_warmup: int,

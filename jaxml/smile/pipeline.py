@@ -26,15 +26,15 @@ import numpy as np
 
 from jaxml import core
 from jaxml.metrics import mcmc
-from jaxml.smile import adaptation, api, baselines, chains, kernel, targets
+from jaxml.smile import adaptation, api, auto_l, baselines, chains, kernel, targets
 
 __all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
            "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
-           "family_hypers", "group_hypers", "TUNED_PSMILE",
+           "family_hypers", "group_hypers", "TUNED_PSMILE", "AUTO",
            "config_keys", "row_key", "check_extension", "extend_grid", "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
-METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "sgld", "csgld",
-           "sghmc", "mclmc", "mclmc_native")
+METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "psmile_auto",
+           "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
 # The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
 # on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
@@ -43,6 +43,8 @@ CLAMPED = ("psmile_clamp",)
 # The tuned pSMILE methods with their own tuner, each its own group, -> the prefix of its config keys
 # (`<prefix>_step_size`, ...): the virial rule.
 TUNED_PSMILE = {"psmile_vt": "vt"}
+# `smile.psmile` with its defaults (L from the chains, fixed ε₀ under the noise cap) on the ε₀ grid of the variants.
+AUTO = "psmile_auto"
 
 Result = tuple[dict[str, float], dict[str, float]]
 
@@ -88,7 +90,7 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
   """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`; a tuned pSMILE method its
   `<prefix>_step_size`, see TUNED_PSMILE)."""
-  key = "smile_step_size" if group in SMILE_VARIANTS or group == "smile_family" else (
+  key = "smile_step_size" if group in SMILE_VARIANTS or group in ("smile_family", AUTO) else (
       f"{TUNED_PSMILE.get(group, group)}_step_size")
   return tuple(float(e) for e in getattr(_c(cfg), key))
 
@@ -109,7 +111,8 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
          (lambda m, reg: reg, ("hidden", "noise", "member_batch", "member_epochs", "batch_size", "coverage_draws",
                                "rhat_points", "chain_filter_nats", "member_fixed_sigma", "budget_steps", "epoch_wise_sampling",
                                "likelihood_scale", "precond_clamp", "nonfinite_halving", "split_source")),
-         (lambda m, reg: bool(m & _SMILE), ("smile_step_size", "p_reset", "alpha", "delta", "beta")),
+         (lambda m, reg: bool(m & (_SMILE | {AUTO})), ("smile_step_size",)),
+         (lambda m, reg: bool(m & _SMILE), ("p_reset", "alpha", "delta", "beta")),
          (lambda m, reg: reg and bool(m & _ALL_SMILE), ("L", "same_batch_energy")),
          (lambda m, reg: "psmile_vt" in m, ("vt_step_size", "vt_target", "vt_gain", "vt_settle_frac")),
          (lambda m, reg: "sgld" in m, ("sgld_step_size",)),
@@ -372,6 +375,9 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
                                     target=float(cfg.vt_target), settle_frac=float(cfg.vt_settle_frac),
                                     pool_chains=True)
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuner=tuner, **_smile_options(cfg)))
+  if group == AUTO:    # ε₀ per chain from the hypers; L and the noise cap adapt over the first half of the run
+    return chains.auto_chain_kernel(lambda eps: auto_l.psmile(logd, step_size=eps, num_steps=total_steps,
+                                                              clamp=_precond_clamp(cfg)))
   if group == "sgld":
     return baselines.sgld_kernel(logd, step_size=default)
   if group == "csgld":
