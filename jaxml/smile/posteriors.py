@@ -49,14 +49,6 @@ def _load_reference(root: str, name: str) -> tuple[np.ndarray, np.ndarray]:
   return np.asarray(ref["mean"], np.float64), np.asarray(ref["std"], np.float64)
 
 
-def _logistic(n: int, prior: float) -> Callable:
-  def logdensity_fn(theta, batch):
-    logits = batch["x"] @ theta
-    ll = batch["y"] * logits - jnp.logaddexp(0.0, logits)
-    return -0.5 * jnp.sum(theta ** 2) / prior ** 2 + n / batch["y"].shape[0] * jnp.sum(ll)
-  return logdensity_fn
-
-
 def _uci_design(root: str, name: str) -> tuple[np.ndarray, np.ndarray]:
   """All rows of data/uci/<name>: standardised inputs with an intercept column, y = 1[target > median]."""
   folder = os.path.join(root, "uci", name)
@@ -74,25 +66,16 @@ def uci_logistic(root: str, name: str, *, batch_size: int = 32, reference: bool 
   """Logistic regression on data/uci/<name> (binarised target); NUTS reference from <root>/posteriors."""
   x, y = _uci_design(root, name)
   mean, std = _load_reference(root, f"logreg_{name}") if reference else (np.zeros(x.shape[1]), np.ones(x.shape[1]))
-  return Check(f"logreg_{name}", _logistic(x.shape[0], 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)},
+  return Check(f"logreg_{name}", checks.logistic_logdensity(x.shape[0], 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)},
                batch_size, mean, std, 0.1)
 
 
 def synthetic_logistic(root: str, *, reference: bool = True) -> Check:
   """`checks.logistic_regression()`'s target (n = 512, p = 6, seed 0) with its reference from <root>/posteriors."""
-  n, p, seed = 512, 6, 0
-  rng = np.random.default_rng(seed)
-  x = rng.standard_normal((n, p))
-  x[:, 1] = 0.8 * x[:, 0] + np.sqrt(1.0 - 0.8 ** 2) * x[:, 1]
-  w = rng.standard_normal(p)
-  x = x.astype(np.float32)
-  y = (np.random.default_rng(seed + 1).uniform(size=n) < 1.0 / (1.0 + np.exp(-(x @ w)))).astype(np.float32)
+  n, p = 512, 6
+  x, y = checks.logistic_data(n, p, 0)
   mean, std = _load_reference(root, "logreg_synthetic") if reference else (np.zeros(p), np.ones(p))
-  return Check("logreg", _logistic(n, 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)}, 32, mean, std, 0.1)
-
-
-def _full_batch() -> dict:
-  return {"x": jnp.zeros((1, 1), jnp.float32), "y": jnp.zeros((1,), jnp.float32)}
+  return Check("logreg", checks.logistic_logdensity(n, 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)}, 32, mean, std, 0.1)
 
 
 _SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
@@ -137,7 +120,7 @@ def eight_schools(mu_scale: float = 5.0, tau_scale: float = 5.0) -> Check:
             - 0.5 * jnp.sum((y - th) ** 2 / sigma ** 2))
 
   mean, std = _eight_schools_moments(mu_scale, tau_scale)
-  return Check("eight_schools", logdensity_fn, _full_batch(), 1, mean, std, 1.0)
+  return Check("eight_schools", logdensity_fn, checks.full_batch_data(), 1, mean, std, 1.0)
 
 
 def correlated_gaussian(dim: int = 8, rho: float = 0.95) -> Check:
@@ -149,7 +132,7 @@ def correlated_gaussian(dim: int = 8, rho: float = 0.95) -> Check:
     del batch
     return -0.5 * theta @ prec @ theta
 
-  return Check("corr_gauss", logdensity_fn, _full_batch(), 1, np.zeros(dim), np.ones(dim), 1.0)
+  return Check("corr_gauss", logdensity_fn, checks.full_batch_data(), 1, np.zeros(dim), np.ones(dim), 1.0)
 
 
 def banana(a: float = 2.0, b: float = 0.25) -> Check:
@@ -160,7 +143,7 @@ def banana(a: float = 2.0, b: float = 0.25) -> Check:
     x1, x2 = theta[0], theta[1]
     return -0.5 * x1 ** 2 / a ** 2 - 0.5 * (x2 - b * (x1 ** 2 - a ** 2)) ** 2
 
-  return Check("banana", logdensity_fn, _full_batch(), 1, np.zeros(2),
+  return Check("banana", logdensity_fn, checks.full_batch_data(), 1, np.zeros(2),
                np.array([a, np.sqrt(1.0 + 2.0 * b ** 2 * a ** 4)]), 1.0)
 
 
