@@ -301,12 +301,9 @@ def evidence(state: ProbeState, latents: tuple, logits: jax.Array, config: Probe
 
 def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Array, edges: jax.Array,
           config: ProbeConfig = ProbeConfig()) -> dict:
-  """X-EviProbe scores on a (possibly shifted) graph; returns α [N, K] and all read-outs.
-
-  Keys: alpha, evidence (Ẽ), tau, u_epi, u_alea, class_split (1 − r_ŷ), msp (1 − max p), expected_entropy,
-  total_entropy, mutual_info, dissonance, neg_log_evidence (−log Ẽ), mean_probs, n_clamped, and misc (the
-  read-out named by config.misc_readout). Predictions stay argmax p.
-  """
+  """X-EviProbe scores on a (possibly shifted) graph: alpha [N, K], evidence (Ẽ), tau, u_epi, u_alea, class_split,
+  msp, expected_entropy, total_entropy, mutual_info, dissonance, neg_log_evidence, mean_probs, n_clamped and
+  misc (the read-out named by config.misc_readout). Predictions stay argmax p."""
   if config.latent == "q":
     latents = (q,)
   elif config.latent == "z":
