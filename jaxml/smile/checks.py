@@ -1,20 +1,10 @@
 """Known-posterior checks for samplers: targets with a reference mean and standard deviation.
 
-Each `Check` is a minibatch log density `logdensity_fn(θ, batch)` (as SMILE and the SG baselines
-take it) over a flat θ ∈ R^d, the data it walks (x: [N, p], y: [N]; a full-batch target has
-N = batch size, so every step sees the same "batch"), and the reference posterior mean / std:
-
-- `linear_regression`: Bayesian linear regression with known noise, closed-form Gaussian posterior.
-- `logistic_regression`: Bayesian logistic regression on a seeded synthetic set; reference from
-  multi-chain blackjax NUTS (`nuts_reference`, R-hat checked), cached under the user cache dir.
-- `anisotropic_gaussian`: diagonal Gaussian with log-spaced scales (full batch).
-- `funnel`: Neal's funnel v ~ N(0, σ_v²), x_i | v ~ N(0, e^v) in low dimension (full batch);
-  reference std of x_i is exp(σ_v²/4).
-
-`spread_errors` scores samples in reference-std units: the root-mean-square over coordinates of
-(mean − ref_mean)/ref_std and of (std − ref_std)/ref_std. `run_spread` runs the SMILE variants and SGLD on one
-check at equal per-example gradients (the `spread` preset of the smile_uci experiment).
-"""
+A `Check` is a minibatch log density `logdensity_fn(θ, batch)` over a flat θ ∈ R^d, the data it walks
+(x [N, p], y [N]; a full-batch target has N = batch size), and the reference mean / std: linear regression
+(closed form), logistic regression (cached multi-chain NUTS, `nuts_reference`), an anisotropic Gaussian and
+Neal's funnel. `spread_errors` scores samples in reference-std units (rms of the mean and std errors);
+`run_spread` runs the SMILE variants and SGLD at equal per-example gradients (smile_uci's `spread` preset)."""
 
 import hashlib
 import os

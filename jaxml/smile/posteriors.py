@@ -1,22 +1,9 @@
-"""Known-posterior suite: ten cheap targets with exact or cached-NUTS reference moments.
+"""Known-posterior suite: ten cheap targets (`checks.Check`s) with exact or cached-NUTS reference moments.
 
-Every target is a `checks.Check` (minibatch log density over a flat θ, its data, batch size, reference
-mean / std, start scale). The four of `checks` (linear and logistic regression with minibatches, an
-anisotropic Gaussian and Neal's funnel at full batch) plus:
-
-- `uci_logistic("boston" | "concrete")`: logistic regression on a shipped UCI set, target binarised at its
-  median, inputs standardised, intercept, prior N(0, 1); minibatches of 32. Reference: multi-chain blackjax
-  NUTS (R-hat ≤ 1.01), cached in `<root>/posteriors/<name>.npz` (`write_references`).
-- `eight_schools`: the centred hierarchical model (μ, log τ, θ_1..8), whose (log τ, θ) funnel is the
-  classic NUTS stress test; exact moments by quadrature over log τ (μ and θ are Gaussian given τ).
-- `correlated_gaussian`: equicorrelated Gaussian, ρ = 0.95 (condition number ~150), full batch, exact.
-- `banana`: x₁ ~ N(0, a²), x₂ | x₁ ~ N(b(x₁² − a²), 1): E x₂ = 0, Var x₂ = 1 + 2b²a⁴, full batch, exact.
-- `ar1_latent`: the latent states of a Gaussian AR(1) time series observed with noise (d = 40),
-  minibatches over time points (gradient noise only on the batch's states); the posterior is Gaussian and
-  exact.
-
-`suite(root)` builds them all; `root` is the data folder (the one holding `uci/` and `posteriors/`).
-"""
+The four of `checks` plus: `uci_logistic` (boston, concrete; binarised at the median, minibatches of 32,
+NUTS references in `<root>/posteriors/<name>.npz`, `write_references`), `eight_schools` (centred, the classic
+funnel; moments by quadrature over log τ), `correlated_gaussian` (ρ = 0.95), `banana` and `ar1_latent` (d = 40,
+minibatches over time points), all exact. `suite(root)` builds them; `root` holds `uci/` and `posteriors/`."""
 
 import os
 from typing import Callable

@@ -28,17 +28,9 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_key
            "check_grid", "check_settings", "choose_settings",
            "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
-# ru_uniform (our extension): RU with the forget target moved from the mean representation to the
-# nearest point where the frozen head is uniform over the retained classes (`targets.uniform_target`).
-# ru_val: RU under its own settings, the ones the caller chose on a validation split (the experiment's
-# `ru_val` row, next to `ru` at the authors' fixed setting); its target is the mean unless its settings
-# name another (`api.TARGETS`).
-# ru_zs_uniform (our extension): zero-shot RU with the same move of its target (from the prior mixture of
-# head rows), so it needs no retained data either.
-# ru_zs_anchor (our extension): ru_zs_uniform plus the data-free identity anchor (`api.DEFAULTS`
-# identity_weight), whose weight the run chooses itself from the forget rows alone: the largest value of
-# `anchor_grid` at which the unlearned model's accuracy on D_f is at most `anchor_tol` points (class forgetting,
-# where Retrain's is 0). No retained row, test row or Retrain is read; its cost is that of every try.
+# Our extensions: ru_uniform / ru_zs_uniform move the forget target to the nearest point where the frozen head is
+# uniform over the retained classes (`targets.uniform_target`); ru_zs_anchor adds the identity anchor, its weight
+# chosen from the forget rows alone (`_anchor_search`). ru_val: RU under the caller's validation-chosen settings.
 RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs", "ru_zs_uniform", "ru_zs_anchor") + baselines.ZERO_SHOT_BASELINES
