@@ -1,24 +1,12 @@
 """Training cost of EMF vs MeanFlow (jax.jvp) vs flow matching on the same network, one run.
 
   python -m benchmarks.emf_cost                 # MLP (D=64, B=1024) and U-Net (8x8, B=128)
-  python -m benchmarks.emf_cost --families=mlp --steps=20
+  python -m benchmarks.emf_cost --families=mlp --methods=fm,emf_u,emf_u_vc,meanflow,meanflow_dvjp --arms=B
 
-For each network family and method the full optimiser step (value_and_grad + AdamW + EMA) is
-built with plain `jax.jit` over a pure parameter pytree and measured in the same process:
-compiled temporary / argument / output bytes (`lower().compile().memory_analysis()`), FLOPs
-(`cost_analysis()`), and the median wall time per step over `--steps` steps after 3 warm-up
-steps (`block_until_ready`), with the methods taking turns so machine load hits all alike. Two fairness arms: A = auxiliary passes (EMF's stopped forwards,
-MeanFlow's JVP) on the whole batch, B = only on the interval rows (rho = 0.5). A FLOP breakdown
-of the building blocks (forward, forward+backward, JVP) explains the ratios. `meanflow_dvjp` is
-fused MeanFlow with the JVP computed through two reverse passes (the double-backward trick used
-where forward mode is missing), to show where a JVP-free method can save.
-
-  python -m benchmarks.emf_cost --methods=fm,emf_u,meanflow,meanflow_dvjp
-  python -m benchmarks.emf_cost --families=mlp --methods=fm,emf_u,emf_u_vc,meanflow --arms=B   # both Euler fields
-
-`emf_*_vc` takes the Euler step along the per-sample conditional velocity v_c instead of the model's own
-field at r = t, which drops one stopped forward pass on the interval rows.
-"""
+Per family and method, the full jitted optimiser step (value_and_grad + AdamW + EMA): compiled memory,
+FLOPs and the median wall time over `--steps` steps (methods interleaved). Arms: A = auxiliary passes on the
+whole batch, B = only on the interval rows. `meanflow_dvjp` gets its JVP from two reverse passes;
+`emf_*_vc` steps along the conditional velocity v_c, one stopped forward fewer."""
 
 import argparse
 import statistics

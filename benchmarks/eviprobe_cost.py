@@ -1,17 +1,10 @@
-"""Cost of X-EviProbe and its guarded extension (closed-form fit + score) relative to one forward pass of the GNN.
+"""Cost of X-EviProbe and its guarded extension (fit + score) relative to one GNN forward pass.
 
   python -m benchmarks.eviprobe_cost                       # Cora-ML, GCN, dense features
   python -m benchmarks.eviprobe_cost --dataset=citeseer --features=sparse --repeats=30
 
-Everything is measured in one process on the same graph: the jitted backbone forward (logits,
-q, z), the jitted probe fit (class means, OAS covariance, Cholesky, validation calibration,
-energy ECDF reference, temperature grid) and the jitted score (typicality, fusion, 10 propagation
-steps, read-outs), each as the median of `--repeats` warm calls (`block_until_ready`), plus
-the post-hoc baselines for comparison. The backbone weights are a fresh initialisation (the
-cost of these closed-form operations does not depend on the weight values). Prints
-`fit_score_over_forward=<x>` for X-EviProbe and `extension_extra_over_forward=<x>`: the extension's score minus
-X-EviProbe's (its one fit serves both), over one forward (the target for each is <= 2).
-"""
+Medians of `--repeats` warm jitted calls on a freshly initialised backbone. Prints
+`fit_score_over_forward=<x>` and `extension_extra_over_forward=<x>` (the target for each is <= 2)."""
 
 import argparse
 import statistics

@@ -1,17 +1,9 @@
 """pSMILE vs SGLD throughput in per-example gradient evaluations per second (PEG/s), one run.
 
-Same BNN (16-16-16 ReLU -> mu + global log sigma, d = 706 for 8 inputs), same data (synthetic,
-N = 4096), same number of vmapped chains (8), same PEG budget per chain, for each batch size in
-`--batch` (default 64 and 256, both measured in this one run). Both samplers run through the same
-jitted lax.scan runner; compiles are excluded (each runner is called once to compile), then the
-two samplers are timed in alternation over `repeats` rounds (so load changes on a shared machine hit
-both alike) and the best time of each is kept. Prints one `ratio_b<b>=<x>` line per batch size and,
-last, `peg_per_s_ratio=<x>` (pSMILE PEG/s ÷ SGLD PEG/s) for the first batch size (the default 64).
-
-With `--per-step`: the per-step cost of the kernels without the chain runner instead, µs per vmapped step on a
-fixed minibatch (`--steps` steps in one jitted lax.scan, compile excluded, best of `repeats`) and the number of
-fused XLA ops of one compiled step (a load-independent proxy for the fixed per-step cost), for pSMILE,
-pSMILE-naive, SMILE-naive and SGLD at the first batch size.
+Same BNN (d = 706), data (N = 4096), 8 vmapped chains and PEG budget per batch size in `--batch`;
+compiles excluded, samplers timed in alternation, best of `repeats`. Prints `ratio_b<b>=<x>` per batch
+size and, last, `peg_per_s_ratio=<x>`. `--per-step`: µs per vmapped kernel step and fused XLA ops of one
+step for pSMILE, pSMILE-naive, SMILE-naive and SGLD.
 
   python -m benchmarks.smile_cost [--epochs 40] [--repeats 5] [--batch 64,256]
   python -m benchmarks.smile_cost --per-step [--steps 300]

@@ -1,18 +1,9 @@
 """Known-posterior suite: pSMILE (automatic L) vs SGLD, SGHMC and tuned full-batch MCLMC at equal PEG.
 
-For every target of `jaxml.smile.posteriors` each method runs `--chains` chains per step size of a
-4-point grid (the grid points run as extra chains of one compile) on the same per-chain budget of
-per-example gradient evaluations (PEG): pSMILE takes 2 batch gradients per step, SGLD 1, SGHMC
-(blackjax, 10 integration steps per minibatch) 10, full-batch MCLMC 2N. The first half of every run
-is warmup. Grids use one number from the reference, σ_min (its smallest std), the same way for every
-target: SGLD η ∈ σ_min² · {0.01, 0.03, 0.1, 0.3}, SGHMC ε ∈ σ_min · {0.03, 0.1, 0.3, 1} (blackjax's unit
-mass, so ε is a leapfrog step), pSMILE ε₀ ∈ σ_min √d · {⅛, ¼, ½, 1};
-each method is scored at its best grid point (smallest mean + std error, the same oracle for all).
-MCLMC tunes its own L and ε (blackjax `mclmc_find_L_and_step_size`, Var[ΔE]/d target 5e-4).
-
-Scores (reference-std units): rms over coordinates of the mean error and of the std error; ESS per
-1000 PEG (smallest over coordinates, blackjax's multi-chain ESS over the best grid point's chains).
-"pass" compares pSMILE-auto with the better of SGLD and MCLMC: error ≤ 1.5× theirs.
+Per target of `jaxml.smile.posteriors`, `--chains` chains per point of a 4-point step-size grid scaled by
+σ_min (the reference's smallest std), equal per-example gradient budgets, first half warmup; each method
+scored at its best grid point. Scores (reference-std units): rms mean and std error, ESS per 1000 PEG.
+"pass": pSMILE-auto's error ≤ 1.5× the better of SGLD and MCLMC.
 
   nice -n 10 python -m benchmarks.smile_posteriors [--steps 4000] [--chains 4] [--seeds 0] \
       [--methods auto,inf,sgld,sghmc,mclmc] [--targets all] [--out runs/smile_posteriors.json]

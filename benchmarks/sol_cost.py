@@ -2,19 +2,9 @@
 
   python benchmarks/sol_cost.py [--features 8 --classes 10 --bases 64 --rounds 30]
 
-Both steps are timed the way `core.train` runs them: `core.make_train_step`, state donated,
-K = --steps_per_dispatch steps per dispatch (a `lax.scan` over K stacked batches; the loop's
-automatic K for the `ranks` cadences is 50), plus the host-side batch function of `sol.fit`
-(SOL: `make_pair_batches`, B bases + B references and the exact pair sampler on the host, drawn
-for a block of `--refresh_every` steps at once as in `sol.fit`; CE: `epoch_batches`, 2B random
-rows, the experiment's equal budget). Times are process CPU time
-(robust to other jobs on a shared machine), interleaved in rounds; each figure is the fastest
-round. Also printed: one step per dispatch, and SOL with the pairs drawn inside the step (the
-earlier default path, `losses.sample_pairs`). The refresh (embed the training set, centroids,
-decoders) and the relabelling refresh are timed separately and reported amortised over their
-cadences (`ranks` preset: every 100 and every 200 steps).
-Prints `sol_step_cost_ratio=<x>`: (SOL device step + SOL batch) ÷ (CE device step + CE batch).
-"""
+Both steps run as `core.train` runs them (donated state, K steps per dispatch) plus the host-side
+batches of `sol.fit`; process CPU time, interleaved rounds, fastest kept; refreshes amortised over their
+cadences. Prints `sol_step_cost_ratio=<x>`: (SOL step + batch) ÷ (CE step + batch)."""
 
 import argparse
 import time

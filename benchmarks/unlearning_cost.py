@@ -3,14 +3,8 @@
   python -m benchmarks.unlearning_cost                          # digits + mnist1d, class and random
   python -m benchmarks.unlearning_cost --datasets=mnist1d --repeats=5
 
-For each (dataset, regime): train the original model (Adam 1e-3, 60 epochs, batch 128), then
-time Retrain (same recipe on D_r) and Representation Unlearning (feature caching + T training)
-`--repeats` times each after one warm-up run (so no XLA compilation is timed), all through
-`core.fit`, and print the median wall times and their ratio. Because CPU steps at this scale are
-dominated by per-step host overhead (about a millisecond), the benchmark also reports the ratio
-of compiled FLOPs (XLA cost analysis of one train step x number of steps, plus the encoder pass
-for RU), which is what the ratio tends to on hardware where compute dominates.
-"""
+Median warm wall times of Retrain and RU through `core.fit` and their ratio, plus the ratio of compiled
+FLOPs (what the wall ratio tends to where compute, not per-step host overhead, dominates)."""
 
 import argparse
 import statistics

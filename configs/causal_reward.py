@@ -1,20 +1,10 @@
 """Causal reward models vs baselines on the synthetic spurious-preference benchmark (+ HH text).
 
-  python -m experiments.causal_reward --config=configs/causal_reward.py:smoke --workdir=/tmp/causal_reward_smoke
-  python -m experiments.causal_reward --config=configs/causal_reward.py:small --workdir=runs/causal_reward_small
-  python -m experiments.causal_reward --config=configs/causal_reward.py:text --workdir=runs/causal_reward_text
-  python -m experiments.causal_reward --config=configs/causal_reward.py:sweep --workdir=runs/causal_reward_sweep
-  python -m experiments.causal_reward --config=configs/causal_reward.py:paper --workdir=runs/causal_reward_paper
-  python -m experiments.causal_reward --config=configs/causal_reward.py:hack --workdir=runs/causal_reward_hack
-  python -m experiments.causal_reward --config=configs/causal_reward.py:ablation --workdir=runs/causal_reward_ablation
+  python -m experiments.causal_reward --config=configs/causal_reward.py:<preset> --workdir=runs/causal_reward_<preset>
 
-small: rho = 0.9, 5 seeds, main methods + adversary / normalisation variants, best-of-N to N = 1024,
-leakage probes. text: HH-RLHF harmless (all 2312 pairs) with injected cues on frozen MiniLM
-embeddings. sweep: rho in {0.6, ..., 0.9}, 3 seeds, no best-of-N. paper: everything, 30 epochs.
-hack: the authors' hack test on HH-RLHF harmless: train with their prefix on chosen / rejected responses at
-p = 0.8 / 0.2, test on clean pairs and on pairs prefixed at 0.3 / 0.3. ablation: CRM-N and crm_authors with
-one term removed at a time, synthetic rho = 0.9 (5 seeds, best-of-N) and the hack test (3 seeds), paired by seed.
-"""
+Presets: smoke; small (rho = 0.9, 5 seeds, best-of-N to N = 1024, probes); text (HH-RLHF harmless with
+injected cues, frozen MiniLM); sweep (rho 0.6-0.9, 3 seeds); paper (everything, 30 epochs); hack (the
+authors' prefix hack test on HH-RLHF); ablation (one loss term removed at a time, paired by seed)."""
 
 import ml_collections
 

@@ -35,12 +35,8 @@ def parse_arg(arg: str | None, presets: tuple[str, ...], **defaults):
 def base_config(*, data_dir: bool = True) -> ml_collections.ConfigDict:
   """Sections shared by every experiment: seed, data root, optimizer, loop cadence, mesh.
 
-  Every key here must be read by the experiment (tests/test_configs.py checks it), so an
-  experiment whose data needs no root (e.g. sklearn's bundled digits) passes `data_dir=False`.
-  Keys read by `core.train`: optim (all of it, `core.make_optimizer`), num_steps, log_every,
-  checkpoint_every, eval_every, steps_per_dispatch (0: the largest K <= 50 dividing every
-  cadence) and mesh.num_data (0: all devices). The launcher reads `tensorboard`.
-  """
+  Every key must be read by the experiment (tests/test_configs.py), so data without a root passes
+  `data_dir=False`. steps_per_dispatch 0: the largest K <= 50 dividing every cadence; mesh.num_data 0: all devices."""
   config = ml_collections.ConfigDict()
   config.preset = ""
   config.seed = 0

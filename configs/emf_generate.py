@@ -1,21 +1,13 @@
 """Euler Mean Flows vs flow matching, MeanFlow (JVP), shortcut and consistency training.
 
   python -m experiments.emf_generate --config=configs/emf_generate.py:smoke --workdir=/tmp/emf_smoke
-  python -m experiments.emf_generate --config=configs/emf_generate.py:small --workdir=runs/emf_small
   python -m experiments.emf_generate --config=configs/emf_generate.py:small:datasets=checkerboard+moons,seeds=3 \
       --workdir=runs/emf_toys
-  # accelerator scale (spec Sec. 3 defaults: 10k/5k steps, width-256 MLP, U-Net for digits, 3 seeds):
-  python -m experiments.emf_generate --config=configs/emf_generate.py:paper --workdir=runs/emf_paper
+  python -m experiments.emf_generate --config=configs/emf_generate.py:paper --workdir=runs/emf_paper  # accelerator
 
-Presets: smoke (every method at toy size), small (CPU: 2-D toys, mnist1d, digits; spec budget of 10k steps,
-3 seeds, EMA 0.999; hours on a shared 2-core machine, so runs pass datasets= / seeds= / steps= and say what
-they reduced), paper (accelerator). Every flow-map method trains once per entry of `weightings` (p of the
-adaptive weight); the headline row per method is the p that wins on a validation set, and `emf@k` is the
-best EMF variant (Euler field model / vc, u / x1) on that same validation set. Floors (real-vs-real, data
-mean, N(0, I) noise) come with every table.
-Arguments: datasets ('+'-separated subset of DATASETS), seeds (count, from config.seed on), steps (0 = preset
-default), methods ('+'-separated). Sections for datasets and methods not chosen are left out.
-"""
+Presets: smoke (toy size), small (CPU: 2-D toys, mnist1d, digits; 10k steps, 3 seeds), paper (spec Sec. 3).
+Arguments: datasets ('+'-separated), seeds (count), steps (0 = preset default), methods ('+'-separated).
+Flow-map methods train once per entry of `weightings`; the headline row takes the p best on validation."""
 
 from configs import common
 

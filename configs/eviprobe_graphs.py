@@ -1,26 +1,13 @@
 """X-EviProbe vs post-hoc / trained uncertainty baselines on frozen GNNs (GPN-style OOD benchmark).
 
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke --workdir=runs/eviprobe_smoke
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:small --workdir=runs/eviprobe_small
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:full --workdir=runs/eviprobe_full  # accelerator
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:validate --workdir=runs/eviprobe_validate
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:protocol --workdir=runs/eviprobe_protocol
-  # any gnn-benchmark npz graph:
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:<preset> --workdir=runs/eviprobe_<preset>
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke:path=/data/amazon_photo.npz ...
 
-Presets: smoke = one dataset (Cora-ML), one split, LOC only, short training (CI, < 1 min);
-small = Cora-ML, CiteSeer, Cora x {LOC, normal, bernoulli} + isolated variants (40 nodes) on Cora-ML,
-2 splits, backbone training capped at 150 epochs with patience 20 (reduced from the spec's 5 splits,
-1000 epochs, patience 50 to fit ~12 min on 2 CPU cores shared by several jobs); full = 10 splits x
-10 inits with spec training (1000 epochs, patience 50), meant for an accelerator;
-protocol = the spec's CPU protocol: 5 splits x 2 inits, training ≤ 1000 epochs with patience 50 checked
-every epoch, isolated settings (200 nodes) on all three graphs (long: run per dataset, `:protocol:dataset=cora`);
-validate = the validation benchmark (spec §9.2): 6 CSBM graphs (`csbm-<i>`, seeds / class counts / feature
-sizes in VALIDATION_CSBM) x {loc, normal, bernoulli, scale_up, scale_down, mix, zero, rewire}, cheap baselines,
-the propagation grid and the extension's guard grid as rows; its summary ranks each grid by mean OOD AUROC.
-It chose `config.eviprobe`'s propagation and `config.extension`, and is never a test result.
-GPN (trained, `config.gpn`) runs as a baseline in every preset but `validate`.
-"""
+Presets: smoke (Cora-ML, one split, LOC, short training); small (Cora-ML, CiteSeer, Cora x {LOC, normal,
+bernoulli} + isolated, 2 splits, ≤ 150 epochs); full (10 splits x 10 inits, spec training; accelerator);
+protocol (the spec's CPU protocol: 5 splits x 2 inits, ≤ 1000 epochs, patience 50; run per dataset);
+validate (spec §9.2: 6 CSBM graphs x 8 shifts; chose `config.eviprobe`'s propagation and `config.extension`,
+never a test result). GPN runs as a baseline in every preset but `validate`."""
 
 from configs import common
 
@@ -81,27 +68,15 @@ def get_config(arg=None):
                       patience=50 if spec_training else 20,
                       eval_every=1 if spec_training or preset == "smoke" else 2, l2=1e-4)
   config.optim.lr = 0.01
-  # Propagation frozen from the validation benchmark (`:validate`: 6 CSBM graphs x {loc, normal, bernoulli} x 1
-  # split; CSBM only, never a test result). The grid {linear 'strength', 'log', 'tau'} x a ∈ {0.1, 0.3, 0.5}
-  # plus 'none' was ranked by mean OOD AUROC over the 18 cells: strength a = 0.5 74.67, log a = 0.5 74.52,
-  # strength/log a = 0.3 74.41, none 74.34, strength a = 0.1 (the spec §2 rule) 73.81, tau a = 0.1 58.47
-  # (table in docs/methods/eviprobe.md). The spec §2 rule (strength, a = 0.1) is the 'linear' ablation row.
+  # Propagation chosen on the validation benchmark (`:validate`, CSBM only, never a test result) from
+  # {strength, log, tau} x a ∈ {0.1, 0.3, 0.5} + none by mean OOD AUROC (docs/methods/eviprobe.md); the spec §2
+  # rule (strength, a = 0.1) is the 'linear' ablation row.
   config.eviprobe = dict(typicality="rbf", fusion="product", propagation="strength", teleport=0.5, k_prop=10,
                          norm="row", temperature=False, latent="q", misc_readout="u_alea")
-  # misc_readout (the misclassification score) stays the spec's u_alea = 1 − ᾱ_ŷ. The same validation benchmark
-  # (`misc_<read-out>` rows, mean misclassification AUROC over the 18 cells, `experiments.eviprobe_graphs.misc_choice`)
-  # ranked class_split 1 − r_ŷ first (96.50 > dissonance 96.27 > u_alea 95.99 ≈ msp 95.98 > expected_entropy 95.76 >
-  # total_entropy 95.63), but that choice lowered LOC misclassification AUROC on all three test graphs (Cora-ML
-  # 86.8 -> 85.2, CiteSeer 73.3 -> 72.9, Cora 82.4 -> 81.9; docs/methods/eviprobe.md), so it was not adopted
-  # (a validation choice is wired only where it helps). This default is therefore the spec's, not a validation choice.
-  # The extension (row `xeviprobe_guard`): X-EviProbe with the two-sided own-evidence guard (jaxml/eviprobe/probe.py).
-  # Choice rule, fixed before any test run, on the validation benchmark only (`:validate`, split 0): (own_guard,
-  # centre_guard) = the GUARD_GRID row with the highest mean OOD AUROC over all 48 cells (ties: smaller γ_o, then
-  # smaller γ_c); misc_readout = u_alea or class_split, whichever has the higher mean misclassification AUROC over
-  # the same cells (rows guard_o.._c.. and misc_class_split).
-  # Measured on the validate preset's backbones: guard_o0.02_c0.05 91.57 first of 24 (o0.02_c0.1 91.48, o0.02_c0.02
-  # 91.38; centre guard alone ≤ 90.48, own guard alone ≤ 72.65), vs X-EviProbe 72.19 and the best baseline energy
-  # 68.91; misclassification AUROC class_split 96.16 > u_alea 94.69 of the chosen guards.
+  # misc_readout stays the spec's u_alea: validation ranked class_split first, but it lowered LOC misclassification
+  # AUROC on all three test graphs, so it is not adopted here. The extension (row `xeviprobe_guard`, the two-sided
+  # own-evidence guard of jaxml/eviprobe/probe.py): the GUARD_GRID row with the highest mean OOD AUROC on
+  # `:validate` (ties: smaller γ_o, then γ_c) and the better of u_alea / class_split there (docs/methods/eviprobe.md).
   config.extension = dict(own_guard=0.02, centre_guard=0.05, misc_readout="class_split")
   config.baselines = VALIDATION_BASELINES if preset == "validate" else ALL_BASELINES
   config.ablations = GRID + MISC_GRID + GUARD_GRID if preset == "validate" else ALL_ABLATIONS + MISC_GRID

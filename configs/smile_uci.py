@@ -1,40 +1,20 @@
 """SMILE (pSMILE) ensembles vs MAP, deep ensembles, SGLD, cyclical SGLD, SGHMC and MCLMC on UCI.
 
-  python -m experiments.smile_uci --config=configs/smile_uci.py:smoke --workdir=runs/smile_uci_smoke
-  python -m experiments.smile_uci --config=configs/smile_uci.py:A --workdir=runs/smile_uci_A
+  python -m experiments.smile_uci --config=configs/smile_uci.py:<preset> --workdir=runs/smile_uci_<preset>
   python -m experiments.smile_uci --config=configs/smile_uci.py:A:datasets=energy+airfoil,splits=1 --workdir=runs/smile_A_energy
-  python -m experiments.smile_uci --config=configs/smile_uci.py:B --workdir=runs/smile_uci_B
-  python -m experiments.smile_uci --config=configs/smile_uci.py:paper --workdir=runs/smile_cifar   # accelerators
-  python -m experiments.smile_uci --config=configs/smile_uci.py:spread --workdir=runs/smile_spread
 
 Presets
-  smoke  energy split 0 (standard protocol), 16-16 net, 2 members/chains, tiny budgets (81 s on 2 CPU cores).
-  ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members
-         (σ = 1 loss, 200 epochs), 10 chains x (50k warmup + 10k sampling) SMILE steps, thin 10, ε grid by
-         validation LPPD, likelihood scale ⌊N/b⌋, no r clamp (`precond_clamp=False`; method `psmile_clamp` =
-         pSMILE-naive with the [0.1, 10] clamp on r, an ablation, run beside it and chosen like the other
-         pSMILE variants), no ε-halving (non-finite steps counted),
-         the authors' splits of seeds 1-3 (split_source="authors"; "files" = our fixed index_smile_* splits);
-         baselines at equal PEG, full-batch MCLMC at 50k + 10k steps. `budget_scale=x` scales the steps
-         (CPU reductions), e.g. configs/smile_uci.py:ref:datasets=energy,splits=1,budget_scale=0.1
-  uci11  the `ref` protocol on all 11 UCI sets (protocol "auto": the 20-split PBP protocol where a set has it,
-         splits 0-2; airfoil and bikesharing, which have only the 70/10/20 splits, use those, splits 1-3).
-         Run one job per (dataset, split): at full budget with methods=de+psmile_naive+psmile_clamp+sgld+sghmc a
-         job took 490-1,375 s on 2 CPU cores (protein slowest; about 7 h for all 33). Cut it with
-         budget_scale / datasets= / splits= (e.g. uci11:budget_scale=0.05,datasets=yacht+boston).
-  A      airfoil, energy, bikesharing on the 70/10/20 `index_smile_*` splits 1-3 (anchor-comparable,
-         standardised targets); 16-16-16 ReLU -> mu + global log sigma. CPU-sized: the per-chain
-         budget is `budget_epochs` epochs of per-example gradients (spec default 1000; reduced here).
+  smoke  energy split 0, 16-16 net, 2 members/chains, tiny budgets.
+  ref    the authors' UCI protocol (spec §14): energy, airfoil, bikesharing splits 1-3, b = 256, 10 members,
+         10 chains x (50k warmup + 10k) steps, ε by validation LPPD, no r clamp (`psmile_clamp` is the
+         clamped ablation), the authors' splits; `budget_scale=x` scales the steps.
+  uci11  the `ref` protocol on all 11 UCI sets (one job per dataset and split).
+  A      airfoil, energy, bikesharing on the 70/10/20 splits 1-3; 16-16-16 ReLU, `budget_epochs` of PEG.
   B      the 8 standard 20-split sets, splits 0-4, 50-50 net, metrics in original units.
-  paper  accelerators only: CIFAR-10 through TFDS, jaxml.nn.resnet.ResNet, pSMILE vs SGLD chains
-         (datasets/splits arguments do not apply).
-  spread posterior spread against known posteriors (`jaxml.smile.checks`: linear regression with and without
-         correlated features, logistic regression against cached NUTS, an 8-d Gaussian, Neal's funnel), the SMILE
-         variants with L = ∞ and a finite L against SGLD at equal per-example gradients; no UCI data.
-All budgets are in per-example gradient evaluations (PEG); every sampler gets the same PEG per chain.
-`L = 0` means no partial refresh (L = infinity). The ensemble's optimizer is `config.optim`.
-Keys of methods that do not run are left out (every key is read): choose methods with `methods=`.
-"""
+  paper  accelerators only: CIFAR-10 through TFDS, ResNet, pSMILE vs SGLD chains.
+  spread posterior spread against known posteriors (`jaxml.smile.checks`); no UCI data.
+Budgets are in per-example gradient evaluations (PEG), equal per chain. `L = 0` means L = infinity.
+Keys of methods that do not run are left out: choose methods with `methods=`."""
 
 import ml_collections
 

@@ -1,23 +1,11 @@
 """SOL (stochastic order learning) vs baselines on ordinal benchmarks with noisy train labels.
 
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:smoke --workdir=runs/sol_smoke
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:ranks --workdir=runs/sol_ranks
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:full --workdir=runs/sol_full
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:bins --workdir=runs/sol_bins
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:countdots --workdir=runs/sol_countdots
+  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:<preset> --workdir=runs/sol_<preset>
   (suffixes: ":ranks:datasets=abalone+california,methods=sol+l1,noise=gaussian:0.4,partitions=5")
 
-Presets:
-  smoke     every method at toy size (seconds).
-  ranks     the paper's protocol: many native/raw ranks (abalone rings; bostonhousing,
-            stocksdomain, bank32nh, computer, california in 30 equal-width ranks), open-range
-            Gaussian noise s = p·range/100 clipped only at 0, rank set from the noisy labels,
-            σ = 1, τ = 3, relabelling from step 1000 every 200 steps (centroids every 100),
-            validation-selected checkpoints for every method, 10 partitions, p = 10 % and 40 %.
-  full      `ranks` with 20 partitions, winequality (few-rank control) and the ablations.
-  bins      the earlier 10-bin grid (Chu's bins, noise clipped at both ends, τ = 1) as a secondary table.
-  countdots CountDots images with K = 30 dots and the small CNN, same protocol as `ranks`.
-"""
+Presets: smoke (toy size); ranks (the paper's protocol: many ranks, open-range Gaussian noise
+s = p·range/100, σ = 1, τ = 3, relabelling from step 1000, 10 partitions, p = 10 % and 40 %); full (ranks
+with 20 partitions, winequality and the ablations); bins (the 10-bin grid, τ = 1); countdots (K = 30 dots, CNN)."""
 
 import ml_collections
 

@@ -1,31 +1,15 @@
 """Representation Unlearning vs unlearning baselines (class / sub-class / random-10 % forgetting).
 
   python -m experiments.unlearning --config=configs/unlearning.py:smoke --workdir=runs/unlearning_smoke
-  python -m experiments.unlearning --config=configs/unlearning.py:small --workdir=runs/unlearning_small
   python -m experiments.unlearning --config=configs/unlearning.py:small:datasets=digits,regimes=class+random,seeds=2 \
       --workdir=runs/unlearning_digits_class
-  # the paper's table: every class forgotten in turn, the authors' fixed settings (one dataset per job):
   python -m experiments.unlearning --config=configs/unlearning.py:paper_cpu:datasets=digits --workdir=runs/ul_paper_digits
-  # the deeper encoder (1-D CNN on mnist1d; one 60-epoch training ~15 s on 2 CPU cores, its steps unrolled),
-  # five classes per job, then one report (experiments.unlearning.merge_runs); no GKT (its fori_loop through
-  # the CNN is XLA:CPU's slow path, est. ~15 min per class):
-  python -m experiments.unlearning \
-      --config=configs/unlearning.py:paper_cpu:datasets=mnist1d,methods=finetune+sisa+scrub+unsir+bad_teacher+boundary_shrink+ru+ru_uniform+emmn+ru_zs \
-      --config.model.arch=cnn1d "--config.class_sweep=(0,1,2,3,4)" --workdir=runs/ul_paper_cnn1d_a
-  # RU at the authors' fixed beta next to RU with beta chosen per forgotten class on a validation split of
-  # the training rows by the forgetting bar (ru_val; ~6 min on 2 shared cores):
-  python -m experiments.unlearning --config=configs/unlearning.py:paper_cpu:datasets=digits,seeds=5,methods=ru+ru_val \
-      --workdir=runs/ul_ru_val_digits
-  # accelerator only (needs CIFAR-10 prepared for tfds.data_source in --config.data_dir):
-  python -m experiments.unlearning --config=configs/unlearning.py:paper --workdir=runs/unlearning_paper
+  python -m experiments.unlearning --config=configs/unlearning.py:paper --workdir=runs/unlearning_paper  # accelerator
 
-Presets: smoke (< 1 min on 2 CPU cores, every method at toy size, no tuning), small (digits and
-mnist1d, 3 regimes, per-cell hyper-parameters picked by Avg. Gap on a validation forget split,
-then `seeds` test seeds), paper_cpu (the paper's protocol at CPU scale: class forgetting of every
-class in turn (class 0 first), the paper's baselines at the authors' fixed settings, no tuning
-except the extra row ru_val: RU with beta chosen per class on validation; writes paper_summary.md and
-forget_acc_sweep.png), paper (CIFAR-10 + ResNet via TFDS; accelerator scale).
-"""
+Presets: smoke (every method at toy size); small (digits and mnist1d, 3 regimes, settings chosen by Avg. Gap
+on a validation forget split); paper_cpu (the paper's protocol at CPU scale: every class forgotten in turn,
+the authors' fixed settings, plus ru_val; writes paper_summary.md and forget_acc_sweep.png); paper (CIFAR-10
++ ResNet via TFDS; needs CIFAR-10 prepared in --config.data_dir)."""
 
 from configs import common
 from jaxml.unlearning.defaults import ANCHOR_DEFAULTS, GRIDS

@@ -1,29 +1,11 @@
 """Launcher plumbing shared by every experiment: flags, workdir files, results.json, plots.
 
-Contract (stable across the project): every run writes into --workdir
-  config.json     the resolved config
-  metrics.jsonl   one JSON object per logged step (written by core.fit's MetricWriter)
-  events.out.tfevents.*  the same scalars for TensorBoard (`tensorboard --logdir=WORKDIR`); the
-                  base config key `tensorboard=False` turns them off
-  *.png           plots
-  results.json    {"experiment", "preset", "rows": [{"method", "dataset", "split", "seed",
-                   "metrics": {name: float}, "cost": {name: float}}], "wall_s", "env"}
-  .lock           held (fcntl.flock) by the live run that owns the workdir; see lock_workdir
-results.json is written atomically and only when the run finishes; bad input is rejected
-before any file is written. A run killed at any moment (kill -9 included) is finished by
-launching the same command again: it resumes from the last complete checkpoint, and
-metrics.jsonl may then repeat the steps logged after that checkpoint (the later line wins).
-
-Strict configs: the launcher records which config leaves the experiment reads. An experiment
-that passes `plan=` to `run_main` reads its whole config in that pure function, which runs
-before the workdir is touched; a `--config.<key>=...` override that the plan did not read
-then fails there, with the same one-line error (exit 2) as an unknown key. Without a plan the
-same check runs after `run` and refuses to write results.json. tests/test_configs.py checks
-that every leaf of every experiment's smoke preset is read.
-
-Compilation cache: JAX's persistent cache is on by default under $JAXML_CACHE_DIR (else
-~/.cache/jaxml/jax_cache); `--nocompilation_cache` or JAXML_COMPILATION_CACHE=0 turn it off.
-"""
+Every run writes into --workdir: config.json (the resolved config), metrics.jsonl (one JSON line per logged
+step), events.out.tfevents.* (unless `tensorboard=False`), *.png, results.json ({"experiment", "preset",
+"rows": [{"method", "dataset", "split", "seed", "metrics", "cost"}], "wall_s", "env"}, written atomically
+at the end) and .lock (see lock_workdir). A killed run resumes from its last checkpoint when relaunched.
+Strict configs: a `--config.<key>` override that the experiment's `plan` does not read fails (exit 2).
+The persistent compilation cache lives under $JAXML_CACHE_DIR (`--nocompilation_cache` turns it off)."""
 
 import datetime
 import fcntl
@@ -235,15 +217,9 @@ def read_runs(workdirs: Iterable[str], key: Callable[[dict], tuple], *, skip: Ca
 def lock_workdir(workdir: str) -> int:
   """Makes `workdir` this run's own: returns the descriptor of its held lock (keep it open).
 
-  An exclusive `fcntl.flock` on `<workdir>/.lock`. A second launch on a workdir that a live run
-  holds raises WorkdirBusyError (the launcher exits 2 before writing anything); the kernel drops
-  the lock when its process dies, so the lock file a killed run leaves behind is simply taken over.
-  The file is never deleted (deleting it would let two runs lock two different files). Taking the
-  lock also removes write_json's temporary files that a killed run left half-written; orbax
-  ignores its own unfinished checkpoint folders. Multi-host: only process 0 calls this, so the
-  lock guards against a second launch, not against hosts of the same run; on NFS, Linux maps
-  flock to POSIX byte-range locks, which work across clients.
-  """
+  An exclusive `fcntl.flock` on `<workdir>/.lock`: a second launch on a live run's workdir raises
+  WorkdirBusyError; the kernel drops the lock when its process dies, so a killed run's lock is taken over
+  (the file is never deleted). Also removes write_json's half-written temporary files."""
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, LOCK_FILE)
   fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -289,11 +265,8 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
            argv: Any = None) -> None:
   """Runs `run(config, workdir)` and writes config.json and results.json.
 
-  `plan(config)` (preferred) or `validate(config)` runs before the workdir is touched, so bad
-  names, a missing data root or an override the plan does not read leave nothing behind;
-  errors exit non-zero with one readable line. `plan` is a pure function that reads every
-  config key the run will use (the run may call it again).
-  """
+  `plan(config)` (preferred: a pure function reading every key the run uses) or `validate(config)` runs
+  before the workdir is touched, so bad input leaves nothing behind and exits with one readable line."""
   del argv
   if not FLAGS["verbosity"].present:  # orbax logs every save at INFO; keep the console readable
     logging.set_verbosity(logging.WARNING)

@@ -1,12 +1,8 @@
-"""The quickstart (`make demo`): every registered experiment's smoke preset on the shipped data,
-each as its own command-line run, then one markdown report of all results.
+"""The quickstart (`make demo`): every registered experiment's smoke preset, then one markdown report.
 
   python -m experiments.demo --workdir=runs/demo [--only=mlp_digits,sol_ordinal] [--jobs=2]
 
-Runs `--jobs` experiments at once (default: one per CPU core, at most 4): a smoke run spends much of
-its time in single-threaded Python (tracing, dispatch), so two runs on two cores finish sooner than
-one after the other. Each output line is prefixed with its experiment's name.
-"""
+Runs `--jobs` experiments at once (default: CPU cores, at most 4); output lines carry the experiment's name."""
 
 import os
 import subprocess

@@ -1,16 +1,9 @@
 """Euler Mean Flows (EMF) and its baselines on 2-D toys, GP functions, mnist1d, digits and point clouds.
 
-Every method (EMF u / x1, flow matching, MeanFlow with jax.jvp, shortcut, consistency training)
-comes from `jaxml.emf.make_generator`, uses the same network, optimiser, batch, steps, EMA and seed
-per domain, trains through core.train, and is evaluated with EMA weights at several NFE against
-held-out data, next to three floors: real-vs-real (a disjoint real set), the data mean repeated, and
-N(0, I) noise (what an untrained flow-map model emits at one step); a row whose primary metric is at or
-beyond the noise floor is marked not learned. Every flow-map method trains once per adaptive-weight p of
-`config.weightings`; the headline row `method@k` uses the p whose 1-NFE score on a validation set (separate
-real samples and noise, never the test set) is best, and `emf@k` the best EMF variant the same way. Toys add
-mode coverage and a classifier two-sample test. Feature metrics (Frechet, KID) use a small classifier
-trained here through core.train on the same training split. The tables go to stdout and summary.md.
-"""
+Every method comes from `jaxml.emf.make_generator` with the same network, optimiser, batch, steps, EMA
+and seed per domain, and is evaluated with EMA weights at several NFE next to three floors (real-vs-real,
+the data mean, N(0, I) noise; a row at or beyond the noise floor is marked not learned). Headline rows
+`method@k` / `emf@k` use the adaptive-weight p / EMF variant best on a validation set."""
 
 import time
 from typing import NamedTuple

@@ -1,12 +1,9 @@
-"""Combines emf_generate workdirs (e.g. one per seed, run as separate jobs) into one table.
+"""Combines emf_generate workdirs (e.g. one per seed) into one table.
 
   python -m experiments.emf_summary runs/emf_8g_s0 runs/emf_8g_s1 runs/emf_8g_s2 --out=runs/emf_8g
 
-Reads each workdir's results.json, keeps the floors once and every trained variant row, then picks the
-headline weighting / EMF variant on the validation scores of all seeds together (as one run over those
-seeds would; `jaxml.emf.evaluate.combine`), marks rows at or beyond the noise floor, and writes
-results.json and summary.md to --out.
-"""
+Picks the headline rows on the validation scores of all seeds together (`jaxml.emf.evaluate.combine`)
+and writes results.json and summary.md to --out."""
 
 import argparse
 import json

@@ -1,14 +1,9 @@
 """X-EviProbe and its guarded extension on frozen GNNs: OOD and misclassification detection under shifts.
 
-Per dataset x split x init: train the backbone (stacked with the deep-ensemble members; member 0 is the backbone)
-through core.train with validation selection (checkpoints/<dataset>/<poison>/<split_init>; a rerun resumes), fit
-every post-hoc method on the clean graph (`jaxml.eviprobe.pipeline`), then score every setting: loc (leave-out
-classes, poisoning), normal / bernoulli / scale_up / scale_down / mix / zero / rewire (10% of non-train nodes,
-evasion), *_isolated (one node perturbed at a time) and any `graph_shift.ShiftFn` passed as run(shifts={name: fn}).
-Datasets: cora_ml, citeseer, cora, csbm, npz (data.path) and csbm-<i> (the validation family). Rows: method x
-"<dataset>:<setting>" x split x init (OOD and misclassification AUROC/AUPR, accuracy, ECE, Brier, cost); summary.md
-holds the per-cell verdicts (`jaxml.eviprobe.summary`) and, with grid rows present, the validation choices.
-"""
+Per dataset x split x init: train the backbone (and ensemble members) through core.train with validation
+selection (resumable checkpoints), fit every post-hoc method on the clean graph (`jaxml.eviprobe.pipeline`),
+then score every shift setting (and any `graph_shift.ShiftFn` passed as run(shifts={name: fn})).
+Rows: method x "<dataset>:<setting>" x split x init; summary.md holds the verdicts (`jaxml.eviprobe.summary`)."""
 
 import os
 import time

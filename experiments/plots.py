@@ -96,10 +96,8 @@ def scatter_cells(rows: list[dict], *, cells: list[str], x: tuple[str, str, floa
 def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
   """A matplotlib figure of generated samples: `panels[i][j] = (title, samples or None)`.
 
-  kind: 'scatter' (2-D points [n, 2]), 'image' (8x8 images, a 4x4 grid of the first 16),
-  'curves' (the first 4 rows of [n, L] as lines), 'clouds' (3 point clouds [n, P, 3] as x-y
-  scatters, stacked down the column).
-  """
+  kind: 'scatter' ([n, 2]), 'image' (8x8, the first 16), 'curves' (the first 4 rows of [n, L]),
+  'clouds' (3 point clouds [n, P, 3] as x-y scatters)."""
   from einops import rearrange
   plt = _pyplot()
   depth = 3 if kind == "clouds" else 1

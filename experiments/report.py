@@ -1,17 +1,9 @@
-"""results.json rows -> markdown tables, paired tests and plots (pandas for the grouping, scipy.stats
-for the tests). Rows are `common.row` dicts: method, dataset, split, seed, metrics, cost.
+"""results.json rows -> markdown tables, paired tests and plots, on pandas and scipy.stats.
 
-  frame(rows, src)                       the rows as a DataFrame, one column per metric (or cost)
-  fmt_mean_std(values, digits, se=...)   the one "m ± s" formatter (None / non-finite values skipped)
-  markdown_table(header, lines)          a markdown table from cells
-  table(results)                         one results.json as a table (the CLI)
-  pivot_table(rows, metric, ...)         methods x datasets of one metric, best in bold
-  paired(rows, a, b, metric)             two methods' values matched on (dataset, split, seed)
-  sign_test(a, b) / compare(rows, ...)   paired sign test (exact binomial) and Wilcoxon signed-rank
-  best_by(rows, candidates, ...)         per run, the candidate chosen on a validation metric
-  paired_summary, ours_vs_best           ours against baselines, per dataset / per cell
-  mean_se_table, mean_table, cost_medians, method_cell_table   the experiments' summary tables
-  bar_plot, bar_panels, scatter_cells, sample_grid             their figures (experiments/plots.py)
+Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame,
+`fmt_mean_std` is the one "m ± s" formatter, `markdown_table`, `table` (one results.json, the CLI),
+`pivot_table`, `paired` / `sign_test` / `compare` (paired tests), `best_by` (validation choice),
+`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`, `method_cell_table`.
 
   python -m experiments.report --workdirs runs/a,runs/b [--out table.md] [--metrics acc,nll]
 """
@@ -26,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from jaxml.metrics import paired_values, wilcoxon_paired
 from experiments.plots import bar_panels, bar_plot, sample_grid, scatter_cells
 
 __all__ = ["frame", "fmt_mean_std", "std_err", "markdown_table", "table", "pivot_table", "paired", "SignTest",
@@ -121,15 +114,10 @@ def pivot_table(rows: list[dict], metric: str, *, higher_is_better: bool | None 
 
 def paired(rows: list[dict], a: str, b: str, metric: str, *, dataset: str | None = None
            ) -> tuple[list[float], list[float]]:
-  """Values of methods `a` and `b` on the runs both have, matched on (dataset, split, seed)."""
-  df = frame([r for r in rows if dataset is None or r["dataset"] == dataset])
-
-  def by_key(method):
-    s = df.loc[df["method"] == method].set_index(KEY)[metric] if metric in df else pd.Series(dtype=float)
-    return s[~s.index.duplicated(keep="last")]
-
-  both = pd.concat([by_key(a), by_key(b)], axis=1, join="inner").dropna().sort_index()
-  return [float(v) for v in both.iloc[:, 0]], [float(v) for v in both.iloc[:, 1]]
+  """Values of methods `a` and `b` on the runs both have, matched on (dataset, split, seed); NaN pairs dropped."""
+  va, vb = paired_values([r for r in rows if dataset is None or r["dataset"] == dataset], a, b, metric)
+  keep = ~(np.isnan(va) | np.isnan(vb))
+  return va[keep].tolist(), vb[keep].tolist()
 
 
 class SignTest(NamedTuple):
@@ -155,7 +143,6 @@ def compare(rows: list[dict], a: str, b: str, metric: str, *, higher_is_better: 
             dataset: str | None = None) -> dict[str, float]:
   """Paired comparison of method a vs b: n, mean difference (a - b) and its standard error (sample std of the
   differences / sqrt(n), NaN below 2 pairs), sign test, Wilcoxon p."""
-  from jaxml.metrics import wilcoxon_paired
   va, vb = paired(rows, a, b, metric, dataset=dataset)
   st = sign_test(va, vb, higher_is_better=higher_is_better)
   d = np.subtract(va, vb)

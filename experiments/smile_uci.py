@@ -1,14 +1,8 @@
 """SMILE ensembles and their baselines on UCI regression, at an equal per-chain PEG budget.
 
-For each (dataset, split): `jaxml.smile.run_split` trains K MAP members through core.train (best
-validation epoch per member), then starts one chain per member for every sampler (SMILE-naive,
-SMILE, pSMILE-naive, pSMILE, SGLD, cyclical SGLD, SGHMC, full-batch MCLMC at equal PEG and at its
-own budget) and evaluates the posterior predictive on the test rows; one row per method.
-The `paper` preset runs `jaxml.smile.run_classification` on CIFAR-10 through TFDS.
-
-Runs split into several jobs (e.g. one per group of data sets) are merged into one table, one paired
-comparison and one LPPD-vs-PEG figure (a panel per data set) with the same `smile_report.summarize` a single run
-uses:
+Per (dataset, split), `jaxml.smile.run_split` trains K MAP members, starts one chain per member for
+every sampler and evaluates the posterior predictive on the test rows; the `paper` preset runs
+`jaxml.smile.run_classification` on CIFAR-10. Runs split into several jobs merge into one table:
 
   python -m experiments.smile_uci --merge=runs/a,runs/b --workdir=runs/merged
   python -m experiments.smile_uci --merge=runs/a,runs/b --extend=runs/c --workdir=runs/ext   # c: extra ε₀ values

@@ -1,10 +1,7 @@
 """SOL vs baselines on ordinal benchmarks with noisy training labels (clean test labels).
 
-config → data (per dataset: every partition and noise draw; the rank set per noise setting) →
-`jaxml.sol` (one trainer per method, dataset and rank count, reused for every partition and every
-noise setting with that rank count) → rows → results.json + summary.md.
-Every method is selected on a validation split with noisy labels; SOL's decoder too.
-"""
+One trainer per method, dataset and rank count, reused for every partition and noise setting;
+every method (and SOL's decoder) is selected on a validation split with noisy labels."""
 
 import json
 import os
@@ -67,12 +64,9 @@ def load(config, name: str, partition: int) -> dict[str, Any]:
 
 
 def prepare(config, name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
-  """Every partition of one dataset with a validation split and one noisy label draw per noise
-  setting (train and validation rows; test stays clean); returns them and, per noise setting, the
-  rank count that holds that setting's noisy train/validation labels and the clean test labels of
-  every partition. The rank set follows the noisy labels of each draw, so a setting's
-  results do not depend on which other settings run in the same job: padding the rank set with
-  empty top ranks changes SOL's and CE's predictions (tests/sol/test_rank_sets.py), and CORN's."""
+  """Every partition of one dataset with a validation split and one noisy label draw per noise setting,
+  and per noise setting the rank count covering its noisy labels and the clean test labels (so results do
+  not depend on which other settings run: padding the rank set changes SOL's, CE's and CORN's predictions)."""
   parts, labels = [], {spec: [] for spec in config.noise.settings}
   for p in config.data.partitions:
     d = load(config, name, p)

@@ -1,9 +1,7 @@
 """Representation Unlearning vs baselines: class, sub-class and random-10 % forgetting.
 
-Config -> data -> forget splits -> `jaxml.unlearning` -> rows. Per cell (dataset/regime, or each class of
-a class sweep): choose settings on a validation forget split inside the training rows (`runner.choose_settings`),
-then per test seed train the original model and run Retrain and every method from it (`runner.compare`).
-"""
+Per cell, settings are chosen on a validation forget split (`runner.choose_settings`), then per test seed
+the original model is trained and Retrain and every method run from it (`runner.compare`)."""
 
 import os
 import time

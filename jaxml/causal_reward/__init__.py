@@ -1,7 +1,4 @@
-"""Causal reward models: factored causal / non-causal representation with gradient reversal
-(CRM-U, the paper-literal objective; crm_authors, the authors' released VAE-style model; CRM-N,
-cue-anchored), an alternating-updates adversary, the spec's baselines, their training with the
-GRL-lambda schedule, probes and best-of-N.
+"""Causal reward models (CRM-U, crm_authors, CRM-N), an alternating adversary, baselines, probes, best-of-N.
 
     from jaxml import causal_reward as crm
     trainer = crm.make_trainer({"kind": "crm_n", "dim": 64}, {"name": "adamw", "lr": 1e-3, "clip_norm": 1.0})

@@ -1,18 +1,9 @@
 """`make_method(config)`: every causal-reward model and baseline as a `core.Method`.
 
-Batches (dicts of arrays, rows = preference pairs):
-  h_w, h_l [B, D]      embeddings of the chosen / rejected response
-  t_w, t_l [B, K]      observable cue proxies (e.g. standardised log length, sycophancy flag)
-  label [B]            optional soft label P(w beats l) (default 1)
-  grl_lambda [B]       GRL strength for this step, computed on the host from the step
-                       (`grl_schedule`); constant over the batch, fed per row so it shards.
-  hp                   optional dict name -> [B] of the loss weights in `WEIGHTS`: fed as arrays,
-                       so variants that differ only in weights (and every seed) share one compiled
-                       step; missing entries take the config's value as a constant.
-
-`config` is a plain dict or a ConfigDict; missing keys take `default_config()`'s values (the one
-source of the spec's defaults: `configs/causal_reward.py` builds its section from it).
-"""
+Batches (rows = preference pairs): h_w, h_l [B, D] embeddings of chosen / rejected; t_w, t_l [B, K] cue
+proxies; label [B] optional P(w beats l); grl_lambda [B] this step's GRL strength (`grl_schedule`);
+hp optional {name: [B]} loss weights of `WEIGHTS`, fed as arrays so variants share one compiled step.
+Missing config keys take `default_config()`'s values."""
 
 from typing import Any, Callable, Mapping
 
@@ -109,11 +100,8 @@ def _weight(batch, cfg, name: str) -> jax.Array:
 def _alternating_term(params, z_n: jax.Array, b: int, label, cfg, t: jax.Array | None) -> jax.Array:
   """Encoder loss against an adversary trained `adv_steps` SGD steps on the frozen z_n.
 
-  The inner steps start from the persistent adversary (trained by the optimiser on the frozen
-  z_n as well) and are not kept; the encoder then minimises the adversary's confusion loss
-  BT(a_w, a_l; 1/2), i.e. it makes the adversary's preference uninformative (maximising the
-  adversary's loss instead would reward confidently wrong predictions).
-  """
+  The encoder minimises the adversary's confusion loss BT(a_w, a_l; 1/2), making its preference
+  uninformative (maximising the adversary's loss would reward confidently wrong predictions)."""
   adv = adversary_mlp(cfg["adv_hidden"])
   theta = jax.lax.stop_gradient(params["params"]["adversary"])
   z_frozen = jax.lax.stop_gradient(z_n)
@@ -179,13 +167,10 @@ def _factored_loss(module, cfg):
 
 
 def _authors_loss(module, cfg):
-  """The authors' objective (their `crm_trainer.py`, all schedules off as in their script):
+  """The authors' objective (their `crm_trainer.py`, schedules off):
 
       L = BT(r_w, r_l) + adv_weight BT(a_w, a_l) + rec ||h - h^||^2 / D
-          + beta_c KL(q(z_c | h) || N(0, I)) + beta_n KL(q(z_n | h) || N(0, I))
-
-  with r and h^ from the sampled latents, each term averaged over the chosen and rejected
-  responses, and a = w_a^T GRL(z_n) (the adversary minimises its BT loss, the encoder maximises it).
+          + beta_c KL(q(z_c | h) || N(0, I)) + beta_n KL(q(z_n | h) || N(0, I)),  a = w_a^T GRL(z_n)
   """
 
   def loss_fn(params, batch, rng):

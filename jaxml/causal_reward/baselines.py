@@ -93,12 +93,8 @@ def odin_penalty(r_q: jax.Array, r_l: jax.Array, t: jax.Array, w_q: jax.Array, w
 
 
 def rrm_loss_terms(r_w: jax.Array, r_l: jax.Array) -> jax.Array:
-  """RRM-style augmentation inside a batch (approximate; Liu et al. 2024).
-
-  Pair i's chosen response beats the responses of pair i+1 (another prompt): label 1; two
-  responses of other prompts (pair i+1's chosen vs pair i+2's rejected) are a tie: label 1/2.
-  Rewards are rolled within the batch, so no extra forward passes are needed.
-  """
+  """RRM-style augmentation inside a batch (approximate; Liu et al. 2024): pair i's chosen beats pair
+  i+1's responses (label 1); two other prompts' responses tie (label 1/2). Rolled rewards, no extra passes."""
   off_w, off_l = jnp.roll(r_w, 1), jnp.roll(r_l, 1)
   beat = 0.5 * (losses.bt_loss(r_w, off_w) + losses.bt_loss(r_w, off_l))
   tie = losses.bt_loss(off_w, jnp.roll(r_l, 2), jnp.full_like(r_w, 0.5))

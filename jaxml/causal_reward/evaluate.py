@@ -1,5 +1,5 @@
-"""Scoring of trained reward models: pairwise accuracies, reward-cue dependence, best-of-N readouts,
-factor leakage probes, and paired differences between variants over seeds. numpy in, floats out.
+"""Scoring of trained reward models: accuracies, reward-cue dependence, best-of-N, leakage probes and
+paired differences over seeds. numpy in, floats out.
 
     m = evaluate.accuracies(trainer, params, {"anti": pairs_anti, "gold": pairs_gold})
     diffs = evaluate.paired_differences(rows, base="crm_n", variant="crm_n_noadv", metrics=("acc_anti",))
@@ -11,6 +11,7 @@ import numpy as np
 
 from jaxml.causal_reward import api, bon, losses, probes
 from jaxml.causal_reward.training import RewardTrainer, predict
+from jaxml.metrics import paired_values
 
 __all__ = ["accuracies", "corr", "cue_effects", "bon_readout", "factor_leakage", "paired_differences",
            "ablation_pairs"]
@@ -82,24 +83,16 @@ def paired_differences(rows: Iterable[Mapping[str, Any]], *, base: str, variant:
   """Per data set and metric, variant minus base over the seeds both ran (a paired design: same
   data and initial key per seed): mean, standard error, number of pairs, and how many seeds had a
   non-finite value (a diverged run, left out of the pairs). JSON-ready: se is None for one pair."""
-  by = {}
-  for r in rows:
-    if r["method"] in (base, variant):
-      by.setdefault(r["dataset"], {}).setdefault(r["method"], {})[r["seed"]] = r["metrics"]
   out = {}
-  for dataset, runs in by.items():
-    if base not in runs or variant not in runs:
-      continue
-    seeds = sorted(set(runs[base]) & set(runs[variant]))
+  for dataset in dict.fromkeys(r["dataset"] for r in rows if r["method"] in (base, variant)):
+    here = [r for r in rows if r["dataset"] == dataset]
     for name in metrics:
-      pairs = [(runs[variant][s].get(name), runs[base][s].get(name)) for s in seeds]
-      good = [v - b for v, b in pairs if v is not None and b is not None and np.isfinite(v) and np.isfinite(b)]
-      if not good:
+      v, b = paired_values(here, variant, base, name, key=("seed",))
+      d = (v - b)[np.isfinite(v) & np.isfinite(b)]
+      if not d.size:
         continue
-      d = np.asarray(good, np.float64)
       se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else None   # one pair: no error estimate
-      out.setdefault(dataset, {})[name] = {"mean": float(d.mean()), "se": se, "n": len(d),
-                                           "diverged": len(pairs) - len(d)}
+      out.setdefault(dataset, {})[name] = {"mean": float(d.mean()), "se": se, "n": len(d), "diverged": v.size - d.size}
   return out
 
 

@@ -1,19 +1,14 @@
 """Factored causal reward model: trunk -> (z_c, z_n); reward on z_c, adversary on GRL(z_n).
 
     u   = Trunk(h)                          MLP (hidden, GELU) -> trunk_out
-    z_c = P_c u,  z_n = LN(P_n u)           parameter-free layer norm on z_n (`norm_n`); on z_c only
-                                            as an ablation (`norm_c`): it bounds the reward, and
-                                            best-of-N at large N then stops ranking the top
+    z_c = P_c u,  z_n = LN(P_n u)           parameter-free layer norm on z_n (`norm_n`; on z_c, `norm_c`,
+                                            an ablation: it bounds the reward, so best-of-N saturates)
     r   = w_r^T z_c + b_r                   reward head (causal factor only)
     a   = Adv(GRL_lam(z_n))                 adversary, MLP adv_hidden -> 1
     h^  = Dec([z_c, z_n])                   decoder, MLP dec_hidden -> D
-  CRM-N adds  g(z_n) -> t  (auxiliary, no reversal) and  b(GRL_lam(z_c)) -> t  (second adversary).
-  With `adv_condition` (CRM-N) the adversary reads [GRL(z_n), t]: it is rewarded only for preference
-  information in z_n beyond the cues, which z_n is meant to hold (a conditional adversary).
-
-The gradient-reversal layer is identity forward and multiplies the cotangent by -lam backward;
-lam is an array argument, so changing it between calls never recompiles.
-"""
+  CRM-N adds  g(z_n) -> t  (auxiliary) and  b(GRL_lam(z_c)) -> t  (second adversary); with `adv_condition`
+  the adversary reads [GRL(z_n), t] (rewarded only for preference information beyond the cues).
+GRL is identity forward, -lam · cotangent backward; lam is an array, so changing it never recompiles."""
 
 from typing import Any
 
@@ -48,12 +43,7 @@ _grad_reverse.defvjp(_gr_fwd, _gr_bwd)
 
 
 def grad_reverse(x: jax.Array, lam: jax.Array | float) -> jax.Array:
-  """GRL_lam(x) = x forward; d/dx backward is -lam * cotangent; zero cotangent for lam.
-
-  Args:
-    x: any float array.
-    lam: scalar (array or float); traced, so new values do not recompile.
-  """
+  """GRL_lam(x) = x forward; -lam * cotangent backward (zero cotangent for lam, traced: no recompiles)."""
   return _grad_reverse(x, jnp.asarray(lam, dtype=x.dtype))
 
 
@@ -150,17 +140,11 @@ class FactoredRM(nn.Module):
 class VaeFactoredRM(nn.Module):
   """The authors' CausalRM head on a frozen embedding (`crm_authors`).
 
-      s          = ReLU(W2 ReLU(W1 h))                 shared encoder, width `hidden`
-      z_c ~ N(mu_c(s), diag exp(logvar_c(s)))         causal latent [d_c]
-      z_n ~ N(mu_n(s), diag exp(logvar_n(s)))         non-causal latent [d_n]
-      r   = w_r^T z_c      (mu_c at inference)        bias-free reward head
-      a   = w_a^T GRL_lam(z_n)                        bias-free linear adversary on the sampled z_n
-      h^  = Dec([z_c, z_n])                           MLP dec_hidden -> dec_hidden -> D, ReLU
+      s = ReLU(W2 ReLU(W1 h)); z_c ~ N(mu_c(s), exp(logvar_c(s))), z_n ~ N(mu_n(s), exp(logvar_n(s)))
+      r = w_r^T z_c (mu_c at inference),  a = w_a^T GRL_lam(z_n),  h^ = Dec([z_c, z_n])
 
-  `__call__(h [N, D], lam, rng)` samples both latents when `rng` is given (training), else uses
-  the means; returns r, a, z_c, z_n, h_hat, mu_c, logvar_c, mu_n, logvar_n. The two linear heads
-  start at N(0, 1 / (d + 1)) weights, as in the authors' initialisation.
-  """
+  `__call__(h [N, D], lam, rng)` samples the latents when `rng` is given, else uses the means; the linear
+  heads start at N(0, 1 / (d + 1)) weights, as in the authors' initialisation."""
 
   dim: int
   hidden: int = 128

@@ -62,12 +62,8 @@ class ProbeResult(NamedTuple):
 
 
 def make_probe_trainer(task: str, dim: int, *, hidden: int = 64, lr: float = 3e-3):
-  """A fresh-MLP probe (trunk `hidden` -> 32, GELU) as a `training.RewardTrainer`.
-
-  task "pref": a reward MLP trained with Bradley-Terry on pairs (x_w, x_l) -> preference;
-  task "regress": the same MLP regressing a scalar target (mean squared error).
-  Build it once per (task, dim) and reuse it: every probe then shares one compiled step.
-  """
+  """A fresh-MLP probe (trunk `hidden` -> 32, GELU) as a `training.RewardTrainer`: task "pref" trains
+  Bradley-Terry on pairs, "regress" regresses a scalar (MSE). Build once per (task, dim): one compile."""
   if task not in ("pref", "regress"):
     raise ValueError(f"unknown probe task {task!r}; expected 'pref' or 'regress'")
   kind = "vanilla"

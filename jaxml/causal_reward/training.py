@@ -4,10 +4,8 @@
     out = train(trainer, {"h_w": ..., "h_l": ..., "t_w": ..., "t_l": ...}, seed=0, epochs=10, batch_size=256)
     reward = predict(trainer.reward, out.params, h)
 
-One `RewardTrainer` holds one train-step function, so every seed (and every variant that differs only
-in the loss weights of `api.WEIGHTS`, passed as `hp`) reuses one compilation: the GRL strength
-and the weights travel in the batch as arrays, computed on the host from the step.
-"""
+One `RewardTrainer` compiles once for every seed and loss-weight variant: the GRL strength and the
+weights (`api.WEIGHTS`, passed as `hp`) travel in the batch as arrays."""
 
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -72,12 +70,8 @@ def train(trainer: RewardTrainer, data: Mapping[str, np.ndarray], *, seed: int, 
           writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
           progress: bool = False, mesh=None, workdir: str | None = None, checkpoint_every: int = 0,
           steps_per_dispatch: int = 0) -> TrainOutput:
-  """Trains `trainer`'s model on `data` (keys of `TRAIN_KEYS` that are present) for `epochs`.
-
-  hp: loss weights (names in `api.WEIGHTS`) overriding the trainer's config for this run; the
-  GRL strength lambda(step) follows the config's schedule (lam_max, gamma, schedule).
-  workdir with checkpoint_every > 0: orbax checkpoints in `<workdir>/checkpoints/<name>`; a rerun resumes.
-  """
+  """Trains `trainer`'s model on `data` (present keys of `TRAIN_KEYS`) for `epochs`; `hp` overrides loss
+  weights for this run; with `workdir` and checkpoint_every > 0 a rerun resumes from orbax checkpoints."""
   cfg = trainer.config
   core.reject_unknown(hp or {}, api.WEIGHTS, "loss-weight (hp)")
   weights = {k: float((hp or {}).get(k, cfg[k])) for k in api.WEIGHTS}
@@ -108,18 +102,7 @@ def train(trainer: RewardTrainer, data: Mapping[str, np.ndarray], *, seed: int, 
 
 
 def predict(fn: Callable, params: Any, x: np.ndarray, chunk: int = 16384) -> Any:
-  """`fn(params, x)` over row chunks of one fixed shape (padded), as numpy; `fn` is jitted here
-  (pass the same `fn` object to reuse its compilation)."""
+  """`fn(params, x)` over padded row chunks of one shape (`core.batched_apply`), as numpy; `fn` is jitted
+  here (pass the same `fn` object to reuse its compilation)."""
   jfn = jax.jit(fn)
-  x = np.asarray(x)
-  n = len(x)
-  size = min(chunk, n)
-  outs = []
-  for start in range(0, n, size):
-    part = x[start:start + size]
-    pad = size - len(part)
-    if pad:
-      part = np.concatenate([part, np.zeros((pad,) + part.shape[1:], part.dtype)])
-    out = jax.device_get(jfn(params, part))
-    outs.append(jax.tree.map(lambda o, m=len(part) - pad: np.asarray(o)[:m], out))
-  return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+  return core.batched_apply(lambda xb: jfn(params, xb), x, chunk, shrink=True)

@@ -11,20 +11,9 @@ __all__ = ["batched_apply", "tree_all_finite"]
 
 def batched_apply(fn: Callable[[jax.Array], Any], x: np.ndarray, batch_size: int, *,
                   shrink: bool = False) -> Any:
-  """Applies `fn` to row chunks of `x` and concatenates the (numpy) outputs along axis 0.
-
-  Every chunk has `batch_size` rows (the last is zero-padded and its padding dropped from the
-  output), so a jitted `fn` compiles once for any number of rows. With `shrink=True` an input
-  shorter than one chunk runs at its own size instead (no padding work for small inputs).
-
-  Args:
-    fn: row-wise function, x[rows] -> pytree of arrays with a leading `rows` axis.
-    x: [n, ...] input rows.
-    batch_size: rows per call; must be >= 1.
-    shrink: use min(batch_size, n) as the chunk size.
-  Returns:
-    The pytree `fn` returns, with n rows, as numpy arrays.
-  """
+  """Applies `fn` (rows -> pytree with a leading rows axis) to row chunks of `x` [n, ...] and concatenates
+  the numpy outputs. Chunks are zero-padded to `batch_size` so a jitted `fn` compiles once; `shrink`
+  runs an input shorter than one chunk at its own size."""
   if batch_size < 1:
     raise ValueError(f"batch_size must be >= 1, got {batch_size}")
   x = np.asarray(x)

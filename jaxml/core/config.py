@@ -8,14 +8,8 @@ __all__ = ["reject_unknown"]
 def reject_unknown(section: Mapping[str, Any], allowed: Iterable[str], name: str) -> None:
   """Raises ValueError naming the keys of `section` outside `allowed`, and the allowed keys.
 
-  Shared by every config reader (core optimizer, method settings), so a typo such as `lrr` fails
-  with the same informative message everywhere: `unknown optimizer setting(s) ['lrr']; allowed: name, lr, ...`.
-
-  Args:
-    section: a dict or ConfigDict; only its top-level keys are checked.
-    allowed: the keys the reader knows, in the order to list them.
-    name: what the section is, for the message (e.g. "optimizer", "SOL", "gpn").
-  """
+  Shared by every config reader, so a typo fails alike everywhere:
+  `unknown optimizer setting(s) ['lrr']; allowed: name, lr, ...` (`name` says what the section is)."""
   allowed = tuple(allowed)
   unknown = sorted(set(section.keys()) - set(allowed))
   if unknown:

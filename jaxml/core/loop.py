@@ -1,13 +1,8 @@
 """fit(): the one host training loop every gradient-trained method runs on.
 
-The loop owns placement (batches sharded on the mesh's 'data' axis, state replicated or
-placed by rules), periodic logging with a progress line, evaluation, validation-based
-selection of the best parameters with optional early stopping (`core.Selection`), orbax
-checkpoints with automatic resume, host hooks, and a stop on non-finite loss that keeps the
-last good checkpoint. It runs K steps per host dispatch (a `lax.scan` over K stacked
-batches); everything periodic happens at step counts that are multiples of its cadence, so
-K is chosen to divide every cadence. Methods only supply a loss (via `make_train_step`).
-"""
+It owns placement on the mesh, logging, evaluation, validation-based selection with early stopping
+(`core.Selection`), orbax checkpoints with resume, host hooks, and a stop on non-finite loss. It runs
+K steps per dispatch (a `lax.scan`), K dividing every cadence. Methods only supply a loss."""
 
 import contextlib
 import math
@@ -190,14 +185,10 @@ def fit(state: TrainState,
     shard_batch_rows: split batch rows over 'data'; False replicates (full-batch graphs).
     eval_batches: a callable returning an iterable of eval batches (re-iterated each eval).
     hooks: host callbacks run every `hook.every` steps, after logging and eval, before the checkpoint.
-    select: keep the best parameters by an eval metric in `state.best` (needs `eval_step` and
-      `eval_batches`), checked every `select.every` (default `eval_every`) steps and at the
-      end; with `select.patience` it also stops early.
-    steps_per_dispatch: K steps per host dispatch; 0 picks the largest K <= 50 dividing every
-      cadence. Periodic work happens only at multiples of its cadence whatever K is: a
-      dispatch never runs past the next periodic step.
-    multi_step: `make_multi_step(train_step)` built once by the caller, so repeated fits (a
-      learning-rate grid) reuse one compilation; built here when None.
+    select: keep the best parameters by an eval metric in `state.best`, checked every `select.every`
+      (default `eval_every`) steps and at the end; with `select.patience` it also stops early.
+    steps_per_dispatch: K; 0 picks the largest K <= 50 dividing every cadence.
+    multi_step: a prebuilt `make_multi_step(train_step)`, so repeated fits compile once.
   """
   mesh = mesh or shd.make_mesh()
   main = jax.process_index() == 0

@@ -44,17 +44,10 @@ def _opt_hparams(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def make_optimizer(cfg: Mapping[str, Any], total_steps: int = 0, *, inject_lr: bool = False,
                    lr: float | None = None) -> optax.GradientTransformation:
-  """optax chain from a config section (a dict or ConfigDict) with keys name, lr, and optionally
-  weight_decay, momentum, clip_norm, schedule, warmup_steps, total_steps, b1, b2.
-
-  Args:
-    cfg: the `optim` section; missing keys take the defaults above.
-    total_steps: length of a cosine schedule when the section has no `total_steps`.
-    inject_lr: put the peak learning rate in the optimizer state as an array
-      (`optax.inject_hyperparams`), so runs that differ only in learning rate share one
-      compiled step (a learning-rate grid compiles once). The schedule's shape stays static.
-    lr: overrides `cfg["lr"]` (e.g. one point of a grid).
-  """
+  """optax chain from an `optim` section (dict or ConfigDict): name, lr and optionally weight_decay,
+  momentum, clip_norm, schedule, warmup_steps, total_steps, b1, b2. `total_steps`: the cosine length when
+  the section has none; `inject_lr`: the peak rate lives in the state as an array, so a learning-rate grid
+  compiles once; `lr` overrides `cfg["lr"]`."""
   hp = _opt_hparams(cfg)
   peak = hp["lr"] if lr is None else float(lr)
   steps = hp["total_steps"] or total_steps

@@ -1,12 +1,8 @@
 """Validation-based best-checkpoint selection and early stopping: one mechanism for every method.
 
-`fit` evaluates a metric every `Selection.every` steps and keeps the best parameters in
-`TrainState.best` (a `SelectionState`), so they are checkpointed with the state and a resumed
-run selects exactly what an uninterrupted one would. A metric of shape [members] (a stacked
-ensemble whose parameter leaves all lead with the member axis) is selected per member: each
-member keeps its own best parameters and stops improving its record after `patience` checks
-without improvement; training stops when every member has stopped.
-"""
+The best parameters live in `TrainState.best`, so they are checkpointed and a resumed run selects what an
+uninterrupted one would. A metric of shape [members] (a stacked ensemble) is selected per member, each with
+its own patience; training stops when every member has stopped."""
 
 from typing import Any, NamedTuple
 
@@ -18,16 +14,9 @@ __all__ = ["Selection", "SelectionState", "init_selection", "selection_update", 
 
 
 class Selection(NamedTuple):
-  """What to select on.
-
-  metric: key of the eval function's output on the eval batches (shape [] or [members]).
-  mode: "max" or "min".
-  every: steps between checks (0: the loop's `eval_every`).
-  patience: > 0 stops training after this many checks in a row without improvement
-    (per member for a vector metric; training ends when all have stopped). 0: never stops.
-  keep_extra: also keep the state's non-trainable `extra` of the best step (e.g. SOL's
-    centroids and training embeddings, which its decoders need); scalar metrics only.
-  """
+  """What to select on: `metric` (an eval output, shape [] or [members]), `mode` "max" or "min", `every`
+  (steps between checks; 0: `eval_every`), `patience` (> 0: stop after this many checks without
+  improvement; 0: never), `keep_extra` (also keep the best step's `extra`, e.g. SOL's centroids)."""
 
   metric: str
   mode: str = "max"

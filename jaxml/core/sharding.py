@@ -49,12 +49,8 @@ def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bo
                 stacked: bool = False) -> Any:
   """Numpy batch -> global jax arrays, rows split on the 'data' axis.
 
-  With `process_local` each process passes only its own rows (multi-host); with a single
-  process that is the whole batch. `shard=False` replicates every leaf instead (full-batch
-  graph training, tiny eval sets); then every process must pass the same full arrays.
-  `stacked`: every leaf is [steps, rows, ...] (K batches for one multi-step dispatch); the
-  rows are axis 1.
-  """
+  `process_local`: each process passes its own rows. `shard=False` replicates every leaf (full-batch
+  graphs; every process passes the same arrays). `stacked`: leaves are [steps, rows, ...]."""
   if not shard:
     sharding = replicated(mesh)
     if jax.process_count() == 1:
@@ -110,12 +106,8 @@ def state_shardings(state: Any, mesh: Mesh, rules: list[tuple[str, P]] | None = 
 
 
 def replicate(tree: Any, mesh: Mesh, shardings: Any = None) -> Any:
-  """Places a host or device pytree with the given shardings (replicated by default).
-
-  Every process must hold the same values (true for state built from the same seed).
-  The result never aliases the input: the loop donates its state, and the caller's arrays
-  (e.g. one trained model shared by several baselines) must survive that.
-  """
+  """Places a pytree with the given shardings (replicated by default); every process holds the same values.
+  Never aliases the input: the loop donates its state, and the caller's arrays must survive that."""
   shardings = shardings if shardings is not None else jax.tree.map(lambda _: replicated(mesh), tree)
 
   def put(x, s):

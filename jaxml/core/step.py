@@ -22,13 +22,8 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                     uses_extra: bool = False) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
   """Returns `train_step(state, batch) -> (state, metrics)`; pure and un-jitted.
 
-  Args:
-    loss_fn: `loss_fn(params, batch, rng) -> (loss, aux)`, or with `uses_extra`
-      `loss_fn(params, batch, rng, extra)`; aux is a dict of scalars.
-    optimizer: any optax transformation (frozen sub-trees via `core.optim.freeze`).
-    ema_decay: if set, `state.ema_params` tracks `decay * ema + (1 - decay) * params`.
-    uses_extra: pass `state.extra` (hook-owned, non-trainable) to the loss.
-  """
+  `loss_fn(params, batch, rng) -> (loss, aux dict of scalars)`, or with `uses_extra` also `extra`
+  (`state.extra`); `ema_decay` keeps `state.ema_params = decay * ema + (1 - decay) * params`."""
   grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
   def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
@@ -87,14 +82,9 @@ class _MultiStep:
 
 def make_multi_step(train_step: Callable[[TrainState, Batch], tuple[TrainState, Metrics]], *,
                     unroll: bool = False) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
-  """K steps in one call: `(state, batches) -> (state, metrics)`, every leaf of `batches` and
-  of `metrics` with a leading axis of K (a `lax.scan` over the stacked batches).
+  """K steps in one call, `(state, batches) -> (state, metrics)` with a leading K axis (a `lax.scan`).
 
-  One host dispatch then runs K optimizer steps, which hides the per-call cost of small
-  models; each step is exactly `train_step`, so the step RNG (fold_in by step) is unchanged.
-  `unroll=True` writes the K steps out without a loop: XLA:CPU runs convolutions inside a
-  while loop (any `lax.scan`, even of length 1) ~20x slower than outside one (mnist1d 1-D CNN,
-  batch 128: 164-185 vs 7.5-15 ms per step), so convolutional models train unrolled there.
-  Two multi-steps of the same `train_step` and mode compare equal, so repeated fits compile once.
-  """
+  Each step is exactly `train_step` (same step RNG). `unroll=True` writes the K steps out: XLA:CPU runs
+  convolutions inside a while loop ~20x slower, so convolutional models train unrolled there. Equal
+  `train_step` and mode compare equal, so repeated fits compile once."""
   return _MultiStep(train_step, unroll)

@@ -1,18 +1,12 @@
 """train(): config -> optimizer -> params -> state -> compiled step -> fit -> result, once for all.
 
-The layer above `fit` that every experiment and method package calls instead of wiring the
-optimizer, state, step and checkpoints by hand:
-
   result = core.train(method, batches, config, workdir=workdir, name="mlp_seed0", seed=0,
                       eval_batches=[valid], select=core.Selection("accuracy", "max"))
 
-`config` (a dict or ConfigDict) supplies `optim` (see `make_optimizer`), `num_steps`, and
-optionally `log_every`, `eval_every`, `checkpoint_every`, `steps_per_dispatch`, `ema_decay`,
-`unroll` (the K steps of a dispatch written out instead of scanned, see `make_multi_step`; with
-`steps_per_dispatch` 0 it then means one step per dispatch) and a `mesh` section (`num_data`, 0 = all devices). The learning rate is injected into the
-optimizer state as an array, so a `TrainSteps` built once serves a whole learning-rate grid with
-one compilation (`train(steps, ..., lr=x)`). `loop_config` builds that dict, typed once.
-"""
+`config` supplies `optim` (`make_optimizer`), `num_steps` and optionally `log_every`, `eval_every`,
+`checkpoint_every`, `steps_per_dispatch`, `ema_decay`, `unroll` (`make_multi_step`) and `mesh.num_data`
+(0 = all devices); `loop_config` builds it. The learning rate is injected as an array, so one
+`TrainSteps` serves a whole learning-rate grid (`train(steps, ..., lr=x)`)."""
 
 import os
 import time
@@ -100,12 +94,8 @@ _LOOP_KEYS: dict[str, Callable[[Any], Any]] = {
 
 
 def loop_config(config: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
-  """The settings dict `train` reads: the loop keys `config` has (an experiment config with the base
-  sections: optim, log_every, checkpoint_every, steps_per_dispatch, mesh, ...), then `settings`.
-
-  Every value is converted once here (ints, plain dicts); other keys of `config` are not read, and
-  an unknown key in `settings` is a TypeError.
-  """
+  """The settings dict `train` reads: the loop keys of `config` (an experiment config), then `settings`,
+  converted once (ints, plain dicts); an unknown key in `settings` is a TypeError."""
   unknown = sorted(set(settings) - set(_LOOP_KEYS))
   if unknown:
     raise TypeError(f"loop_config: unknown keys {unknown}; expected some of {sorted(_LOOP_KEYS)}")
@@ -121,12 +111,8 @@ def mesh_from_config(mesh_cfg: Mapping[str, Any] | None) -> Mesh:
 
 def make_trainer(method: Method, config: Mapping[str, Any], *,
                  optimizer: optax.GradientTransformation | None = None) -> TrainSteps:
-  """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps.
-
-  `optimizer` replaces the one built from the config (e.g. per-group rates via
-  `core.multi_group`); then `config['optim']` is not read and `train(lr=...)` needs an
-  injected `learning_rate` in it.
-  """
+  """Optimizer from `config['optim']` (learning rate injected, `method.frozen` frozen) and steps;
+  `optimizer` replaces it (then `train(lr=...)` needs an injected `learning_rate` in it)."""
   cfg = loop_config(config)
   if optimizer is None:
     optimizer = make_optimizer(cfg.get("optim", {}), cfg.get("num_steps", 0), inject_lr=True)
@@ -162,18 +148,13 @@ def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterabl
     method: a `Method`, or the `TrainSteps` from `make_trainer` to share one compilation across runs.
     batches: `fn(step) -> numpy batch` (exact resume) or an iterable of batches.
     config: dict/ConfigDict with optim, num_steps and the optional loop keys (module docstring).
-    workdir: if set, checkpoints go to `<workdir>/checkpoints/<name>` (a rerun resumes) and
-      metrics to `<workdir>/metrics.jsonl`.
-    seed: root of the step RNG (`fold_in(key(seed), step)`) and, unless `init_rng` is given,
-      the parameter init key `key(seed)`.
+    workdir: checkpoints in `<workdir>/checkpoints/<name>` (a rerun resumes), metrics in metrics.jsonl.
+    seed: root of the step RNG (`fold_in(key(seed), step)`) and, without `init_rng`, the init key.
     example_batch: batch for `method.init` (default `batches(0)`; required for iterators).
-    init_params: start from these parameters instead of `method.init` (e.g. a pre-trained model).
-    extra: non-trainable state for the loss; default `method.init_extra(rng, params)`.
+    init_params / extra: start parameters / non-trainable state instead of the method's own.
     eval_batches: batch, list of batches or a callable returning an iterable of them.
-    select: keep the best parameters by an eval metric (and stop early with patience).
-    hooks: extra host hooks, run with the method's own `method.hooks(ctx)`.
-    mesh: default from `config['mesh']` (all devices when absent).
-    lr: overrides `config['optim']['lr']`, as an array (no recompilation).
+    select, hooks: validation selection (`Selection`) and host hooks besides `method.hooks(ctx)`.
+    mesh: default from `config['mesh']`. lr: overrides `config['optim']['lr']` without recompiling.
     optimizer: replaces the optimizer built from `config['optim']` (see `make_trainer`).
   """
   trainer = method if isinstance(method, TrainSteps) else make_trainer(method, config, optimizer=optimizer)

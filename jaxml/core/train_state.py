@@ -16,12 +16,8 @@ __all__ = ["TrainState", "create_train_state"]
 class TrainState:
   """step: int32 scalar; rng: raw uint32 key data (orbax stores it like any array).
 
-  `ema_params` holds an exponential moving average of `params` when the step keeps one
-  (else None). `extra` is method-owned non-trainable state (e.g. SOL centroids) that only
-  host hooks change; a loss that declares `uses_extra` receives it. `best` is the record of
-  validation-based selection (`core.SelectionState`) when `fit` runs with a `Selection`, so
-  the best parameters are checkpointed together with the state and resume stays exact.
-  """
+  `ema_params`: moving average of `params` (or None); `extra`: method-owned non-trainable state changed
+  only by host hooks; `best`: the selection record (`core.SelectionState`), checkpointed with the state."""
 
   step: jax.Array
   params: Params

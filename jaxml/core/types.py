@@ -19,19 +19,12 @@ class Method(NamedTuple):
   """Everything `core.train` needs from a method, as pure functions (optax/blackjax style).
 
   init(rng, example_batch) -> params
-  loss_fn(params, batch, rng) -> (loss, aux)             aux: dict of scalar arrays; when
-      `init_extra` is set: loss_fn(params, batch, rng, extra) -> (loss, aux), where `extra`
-      is non-trainable state that only host hooks change (e.g. SOL's class centroids)
-  eval_fn(params, batch) -> metrics                      dict of arrays, no host sync; with
-      `eval_uses_extra`: eval_fn(params, batch, extra) (e.g. decoders that read centroids)
-  predict_fn(params, batch) -> predictions               optional, for users of the trained model
-  init_extra(rng, params) -> extra                       optional non-trainable state
-  hooks(ctx) -> sequence of core.Hook                    optional host callbacks the method needs,
-      built from the `core.TrainContext` (config, batches, mesh, ...) of the run
-  frozen: regexes over '/'-joined parameter paths whose leaves get exactly zero updates
-
-  The first three fields keep their positions, so `Method(init, loss_fn, eval_fn)` still works.
-  """
+  loss_fn(params, batch, rng[, extra]) -> (loss, aux)   aux: dict of scalars; `extra` when init_extra is set
+  eval_fn(params, batch[, extra]) -> metrics             dict of arrays; `extra` with `eval_uses_extra`
+  predict_fn(params, batch) -> predictions               optional
+  init_extra(rng, params) -> extra                       optional non-trainable state, changed by hooks
+  hooks(ctx) -> sequence of core.Hook                    optional host callbacks built from `core.TrainContext`
+  frozen: regexes over '/'-joined parameter paths whose leaves get exactly zero updates"""
 
   init: Callable[[PRNGKey, Batch], Params]
   loss_fn: LossFn

@@ -1,9 +1,5 @@
-"""CountDots: an offline image-like ordinal task (numpy only, seeded; spec `sol.md` §6).
-
-28x28 grey images holding k ∈ {0..K−1} Gaussian blobs (radius 1.5–2.5 px, intensity 0.6–1.0,
-random centres at least `min_sep` px apart), 0–2 distractor bars, N(0, 0.1²) pixel noise,
-clipped to [0, 1]; the rank is k.
-"""
+"""CountDots: an offline image-like ordinal task (numpy only, seeded; spec `sol.md` §6): 28x28 grey
+images of k ∈ {0..K−1} Gaussian blobs, 0–2 distractor bars and N(0, 0.1²) noise; the rank is k."""
 
 import numpy as np
 

@@ -1,10 +1,5 @@
-"""Seeded contextual stochastic block model (CSBM) graphs, numpy only.
-
-Nodes get a class c uniformly at random; features are x_i = μ_c + ε_i with ε ~ N(0, noise² I)
-and class means μ_c ~ N(0, (mean_scale² / num_features) I) scaled so ‖μ_c‖ ≈ mean_scale; an
-undirected edge {i, j} exists with probability p_in if the classes agree, else p_out.
-The return format matches `jaxml.data.offline.load_graph`.
-"""
+"""Seeded contextual stochastic block model (CSBM) graphs, numpy only: x_i = μ_c + N(0, noise² I) with
+‖μ_c‖ ≈ mean_scale; edge probability p_in within a class, else p_out. Same format as `offline.load_graph`."""
 
 import numpy as np
 
@@ -14,12 +9,8 @@ __all__ = ["make_csbm"]
 def make_csbm(*, num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
               p_in: float = 0.01, p_out: float = 0.001, mean_scale: float = 2.0, noise: float = 1.0,
               seed: int = 0) -> dict:
-  """Samples a CSBM graph.
-
-  Returns:
-    dict with `features` float32 [N, F], `labels` int32 [N], `edges` int32 [2, E] (symmetric,
-    no self-loops, both directions listed), `num_classes`, and `means` float32 [K, F].
-  """
+  """Samples a CSBM graph: `features` float32 [N, F], `labels` int32 [N], `edges` int32 [2, E] (both
+  directions, no self-loops), `num_classes` and `means` float32 [K, F]."""
   rng = np.random.default_rng([seed, 0xC5B])
   labels = rng.integers(0, num_classes, size=num_nodes).astype(np.int32)
   means = rng.normal(size=(num_classes, num_features)) * (mean_scale / np.sqrt(num_features))

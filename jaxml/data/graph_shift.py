@@ -1,20 +1,9 @@
 """Distribution-shift settings for node classification (GPN-style), numpy only.
 
-- `gpn_split`: stratified random train/val/test fractions per class (5% / 15% / 80%).
-- `leave_out_classes`: the last ⌊fraction · K⌋ classes are removed from the labels (poisoning);
-  their nodes stay in the graph, unlabelled; OOD = test nodes of those classes.
-- `perturb_features`: evasion, rows of chosen nodes replaced by N(0, scale²) noise (`normal`) or
-  by Bernoulli(0.5) rows divided by their sum (`bernoulli`); `select_perturbed` picks 10% of the
-  non-training nodes; `isolated_nodes` samples test nodes to perturb one at a time.
-- `apply_shift`: the extension point. A shift is any function
-  `(features, graph, rng) -> (features', graph', mask)` (graph: a dict with at least `edges`
-  [2, E] and `train_mask`; mask: bool [N], the nodes the shift made OOD). `feature_shift`
-  builds the built-in `normal` / `bernoulli` ones; a user passes their own (a feature rescale,
-  a rewiring, anything) without editing this module.
-- `scale_shift`, `mix_shift`, `zero_shift`, `rewire_shift`: more node-level shifts of the same
-  kind (rows rescaled, rows replaced by a convex mix of two other nodes' rows, rows set to zero,
-  edges redirected to random nodes); `SHIFT_BUILDERS` names them for configs.
-"""
+`gpn_split` (5% / 15% / 80% per class), `leave_out_classes` (poisoning: the last classes unlabelled, their
+test nodes OOD), `perturb_features` / `feature_shift` (evasion: rows replaced by `normal` or `bernoulli`
+noise), `scale_shift`, `mix_shift`, `zero_shift`, `rewire_shift` (named in `SHIFT_BUILDERS`), and
+`apply_shift`: a shift is any `(features, graph, rng) -> (features', graph', ood_mask)`."""
 
 from typing import Any, Callable
 
@@ -49,13 +38,9 @@ def gpn_split(labels: np.ndarray, seed: int, *, train: float = 0.05, val: float 
 
 
 def leave_out_classes(labels: np.ndarray, num_classes: int, masks: dict, *, fraction: float = 0.45) -> dict:
-  """Removes the last ⌊fraction · K⌋ classes from training and validation labels.
-
-  Returns:
-    dict with `labels` (ID classes kept as 0..K_id-1, left-out classes and unlabelled = -1),
-    `num_classes` = K_id, `ood_mask` (nodes of left-out classes), and `train_mask`, `val_mask`,
-    `test_mask` restricted to ID nodes plus `ood_test_mask` (test nodes of left-out classes).
-  """
+  """Removes the last ⌊fraction · K⌋ classes from training and validation labels. Returns `labels` (ID
+  classes 0..K_id-1, others -1), `num_classes` = K_id, `ood_mask`, ID-only `train_mask`, `val_mask`,
+  `test_mask` and `ood_test_mask`."""
   n_out = int(np.floor(fraction * num_classes))
   if n_out < 1 or n_out >= num_classes:
     raise ValueError(f"leaving out {n_out} of {num_classes} classes is not a valid split")

@@ -1,19 +1,15 @@
 """Quality-neutral cue injection into HH-RLHF pairs (spec 3.2); strings and numpy only.
 
-Each response gets 6 variants: padding with 0, 2 or 4 neutral closing sentences, times with or
-without a sycophantic opener (which opener is fixed per response by a seeded draw). A pair set
-with injection probabilities (p_chosen, p_rejected) applies, independently per response and per
-cue, padding (2 or 4 sentences, equally likely) with the response's probability and the opener
-with the same probability. Gold stays the human label: the injections are assumed not to change
-harmlessness (an assumption, stated with the results).
-"""
+Each response has 6 variants: 0, 2 or 4 neutral closing sentences, with or without a sycophantic opener
+(fixed per response by a seeded draw). Gold stays the human label: injections are assumed not to change
+harmlessness (an assumption, stated with the results)."""
 
 from typing import Sequence
 
 import numpy as np
 
 __all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
-           "response_variants", "sample_injections", "word_count"]
+           "response_variants", "sample_injections"]
 
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
            "Have a nice day.")
@@ -34,10 +30,6 @@ def inject(response: str, *, pad: int, opener: str | None) -> str:
   """`opener + response + pad neutral sentences` (whitespace-joined)."""
   parts = ([opener] if opener else []) + [response.strip()] + list(PADDING[:pad])
   return " ".join(p for p in parts if p)
-
-
-def word_count(text: str) -> int:
-  return len(text.split())
 
 
 def split_by_context(contexts: Sequence[str], fractions: Sequence[float] = (0.6, 0.2, 0.2), *, seed: int = 0
@@ -88,29 +80,13 @@ def _cut(text: str, offsets, keep: int) -> str:
 def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, max_len: int,
                  prompt_tokens: int = 32, openers: Sequence[str] = OPENERS,
                  pad_levels: Sequence[int] = PAD_LEVELS) -> dict:
-  """Encoder texts of every response variant, built so that every injected cue is seen.
+  """Encoder texts of every response variant, cut so that no cue is ever truncated away.
 
-  The last user turn is cut to `prompt_tokens` tokens, and the clean response is cut to the
-  token budget left after reserving room for the longest opener and the full padding; the cues
-  are injected into the cut response. So no variant exceeds `max_len` tokens and truncation
-  never removes a cue (the first implementation appended padding after responses that the
-  encoder's truncation then cut off).
-
-  Args:
-    pairs: {"context", "chosen", "rejected"} dicts.
-    opener_index: int [n, 2], which opener each (pair, side) uses.
-    tokenizer: a `tokenizers.Tokenizer` with truncation disabled (`encode_batch` gives ids
-      and character offsets).
-    max_len: the encoder's maximum length, [CLS] and [SEP] included.
-    openers, pad_levels: the cues (default: the spec's openers and 0 / 2 / 4 padding sentences;
-      `openers=(prefix,), pad_levels=(0,)` gives clean and prefixed variants only).
-  Returns:
-    texts: list of n * 2 * V strings ordered [pair, side, variant];
-    tokens: int [n, 2, V] (V = 2 len(pad_levels)) response tokens in the encoder's window (the length cue,
-      counted only on what the encoder sees); opener: float [n, 2, V] flags;
-    cut: bool [n, 2] whether the clean response was shortened; overflow: number of texts longer
-      than `max_len` tokens (0 by construction; reported as a check).
-  """
+  The last user turn is cut to `prompt_tokens` tokens and the clean response to the budget left after the
+  longest opener and the full padding, so no variant exceeds `max_len` tokens ([CLS] and [SEP] included).
+  `tokenizer`: a `tokenizers.Tokenizer` without truncation; `openers` / `pad_levels` default to the spec's.
+  Returns texts (n * 2 * V strings ordered [pair, side, variant]), tokens int [n, 2, V] (response tokens
+  in the window, the length cue), opener float [n, 2, V], cut bool [n, 2] and overflow (0 by construction)."""
   from jaxml.data.text import last_user_turn   # strings only
   enc = lambda xs: tokenizer.encode_batch(list(xs), add_special_tokens=False)  # noqa: E731
   turns = [last_user_turn(p["context"]) for p in pairs]

@@ -1,9 +1,7 @@
 """Readers for the offline benchmark copies under the data root (numpy in, numpy out).
 
-The data root is, in order: the configured value, `$JAXML_DATA_DIR`, then `data/` in the
-checkout (shipped with the repository). Every reader fails with one message that names the
-path it tried and how to point it elsewhere.
-"""
+The data root is the configured value, else `$JAXML_DATA_DIR`, else `data/` in the checkout; every
+reader fails with one message naming the path it tried and how to point it elsewhere."""
 
 import gzip
 import json
@@ -113,21 +111,12 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
              test_batch: int = 0) -> dict[str, Any]:
   """One split of a UCI regression set, standardised with training-row statistics.
 
-  protocol "standard": the 20 (protein 5) PBP splits `index_{train,test}_<split>`; the
-    validation set is the last `valid_fraction` of a seeded permutation of the train rows.
-  protocol "smile": the fixed 70/10/20 `index_smile_{train,valid,test}_<split>` files
-    (split in 1..3) for airfoil, energy and bikesharing.
-  `name` may be the path of your own folder in the same layout (data/README.md): data.txt,
-  index_features.txt, index_target.txt and the split files of the protocol.
-  row_order (protocol "smile" only): instead of the index files, a function n -> permutation of the n rows
-    (e.g. the SMILE authors' row order, `jaxml.smile.authors_row_order`); the rows are cut 70/10/20 with
-    floors and inputs and target are standardised by whole-table statistics, as the authors' loader does;
-    with test_batch > 0 the test rows are cut to a multiple of min(test_batch, n_test), the rows their
-    evaluation loop reaches.
-
-  Returns x_*: [n, d] float32, y_*: [n] float32 (standardised), y_mean, y_std (to undo it),
-  and the row indices used.
-  """
+  protocol "standard": the 20 (protein 5) PBP splits, validation = the last `valid_fraction` of a seeded
+  permutation of the train rows; "smile": the fixed 70/10/20 `index_smile_*_<split>` files (split 1..3).
+  `name` may be your own folder in the same layout (data/README.md). `row_order` ("smile" only): a function
+  n -> permutation (e.g. `jaxml.smile.authors_row_order`) cut 70/10/20 and standardised on the whole table,
+  as the authors' loader does; `test_batch` > 0 cuts the test rows to what their evaluation loop reaches.
+  Returns x_* [n, d] float32, y_* [n] float32 (standardised), y_mean, y_std and the row indices."""
   check_name(name, UCI_DATASETS, "UCI dataset")
   own = is_path(name)
   base, folder = (_own(name), ()) if own else (data_root(root), ("uci", name))
@@ -240,15 +229,10 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
                  target: str = "bins", ranks: int = 30) -> dict[str, Any]:
   """One partition of an ordinal benchmark; features standardised on the train rows.
 
-  target="bins" (the 10/5-bin grid): Chu sets: the official 20 partitions (`chu_{5,10}bins.npz`,
-  equal-width ranks); bank32nh / computer / california: 20 seeded partitions, equal-frequency
-  ranks; winequality (red): native quality ranks, stratified 75/25 split seeded by `partition`.
-  A `name` with '/' is the path of your own folder holding `chu_{bins}bins.npz` (same keys; bins only).
-  target="ranks" (many ranks): native integer targets where they exist (abalone rings,
-  wine quality, shifted so the smallest is rank 0), otherwise the raw continuous target binned into
-  `ranks` equal-width ranks over its full range; partitions as described in `_partition_rows`.
-  Returns x_train, x_test: float32; y_train, y_test: int32 0-based ranks; num_classes.
-  """
+  target="bins": Chu sets' official 20 partitions (equal-width ranks), bank32nh / computer / california
+  (seeded, equal-frequency), winequality (native ranks); a `name` with '/' is your own `chu_{bins}bins.npz`
+  folder. target="ranks": native integer targets (abalone, wine quality) or `ranks` equal-width bins of the
+  raw target (`_partition_rows`). Returns x_train, x_test float32, y_train, y_test int32 0-based, num_classes."""
   check_name(name, ORDINAL_DATASETS, "ordinal dataset")
   check_name(target, ORDINAL_TARGETS, "ordinal target")
   if target == "ranks" and is_path(name):
@@ -373,12 +357,9 @@ def _load_planetoid(root: pathlib.Path, name: str) -> dict[str, Any]:
 
 def load_graph(name: str | None = None, *, root: str | None = None, fmt: str = "npz",
                path: str | None = None) -> dict[str, Any]:
-  """A node-classification graph: features [N, F] float32 (row-normalised as GPN does;
-  Cora-ML binarised first), labels [N] int32 (-1 = unlabelled), edges [2, E] int32
-  (symmetric, no self loops), num_classes; planetoid format adds the public split masks.
-
-  `path` reads any gnn-benchmark style npz instead of a named dataset.
-  """
+  """A node-classification graph: features [N, F] float32 (row-normalised as GPN does), labels [N] int32
+  (-1 = unlabelled), edges [2, E] int32 (symmetric, no self loops), num_classes (planetoid adds the
+  public split masks). `path` reads any gnn-benchmark style npz."""
   if path is not None:
     p = pathlib.Path(path).expanduser()
     if not p.exists():
@@ -407,10 +388,8 @@ def load_hh_rlhf(*, root: str | None = None, limit: int | None = None,
                  path: str | None = None) -> list[dict[str, str]]:
   """HH-RLHF harmless-base test pairs: {"context", "chosen", "rejected"} (final turns split off).
 
-  `path`: your own preferences JSONL instead (plain or .gz), one pair per line, either HH-style
-  {"chosen", "rejected"} full dialogues or {"context", "chosen", "rejected"} (data/README.md).
-  Content warning: red-teaming dialogues; keep them out of logs and fixtures.
-  """
+  `path`: your own preferences JSONL (plain or .gz; data/README.md). Content warning: red-teaming
+  dialogues; keep them out of logs and fixtures."""
   if path is not None:
     file = _own(path)
     file = _file(file.parent, file.name)

@@ -1,21 +1,10 @@
 """Seeded label-noise models for ordinal ranks (train labels only; numpy only).
 
-Built-in kinds (K ranks 0..K−1, `rate` a fraction, s = rate · scale, scale = K−1 unless given):
-  none:            ỹ = y.
-  gaussian:        ỹ = round(y + ε), ε ~ N(0, s²), every sample.
-  adjacent:        with prob. rate, y → y ± 1 (fair coin, reflected at the ends of 0..K−1).
-  symmetric:       with prob. rate, y → uniform rank in {0..K−1} (may equal y).
-  skewed:          ỹ = y + round(|ε|), ε as in gaussian (one-sided upward).
-  input_dependent: like gaussian with per-sample s_i ∝ |y_i − ŷ_i^ridge| (residual of a ridge
-                   regression of y on x), rescaled to mean s.
-A user-defined model is any callable `noise(y, rate, rng, *, scale, x) -> noisy values` passed
-as `kind` (e.g. a skewed model of your own); its output is rounded and clipped like the rest.
-
-Clipping (`clip`): "both" keeps ranks in [0, K−1] (the old 10-bin grid); "low" clips only at 0
-(the authors' open-range protocol: noisy labels may run past the clean top rank); "none" clips
-nowhere (ranks may be negative; the caller shifts them to start at 0).
-Each returns (noisy labels int32, realised corruption rate = mean 1[ỹ ≠ y]).
-"""
+Kinds (ranks 0..K−1, s = rate · scale, scale = K−1 unless given): none; gaussian ỹ = round(y + ε),
+ε ~ N(0, s²); adjacent (prob. rate, y ± 1, reflected); symmetric (prob. rate, uniform rank); skewed
+ỹ = y + round(|ε|); input_dependent (gaussian with s_i ∝ the ridge residual |y_i − ŷ_i|, mean s).
+A callable `noise(y, rate, rng, *, scale, x)` is a user-defined kind. Clipping: "both" [0, K−1], "low"
+only at 0 (the authors' open range), "none". Returns (noisy labels int32, realised corruption rate)."""
 
 from typing import Callable, Union
 
@@ -63,14 +52,8 @@ def _builtin(kind: str, y: np.ndarray, rate: float, rng: np.random.Generator, *,
 def add_label_noise(y: np.ndarray, num_classes: int, kind: Union[str, NoiseModel], rate: float, *, seed: int,
                     x: np.ndarray | None = None, scale: float | None = None,
                     clip: str = "both") -> tuple[np.ndarray, float]:
-  """Corrupts ranks `y` ([n] int, 0-based) with a named or user-defined noise model and a seed.
-
-  Args:
-    num_classes: K, the clean rank count (the default noise scale is K−1, the clean range).
-    kind: a name of NOISE_KINDS or a callable `noise(y, rate, rng, *, scale, x)`.
-    scale: the range that `rate` is a fraction of (default K−1).
-    clip: one of CLIP_MODES.
-  """
+  """Corrupts ranks `y` ([n] int, 0-based) with a named (NOISE_KINDS) or callable noise model and a seed;
+  `rate` is a fraction of `scale` (default K−1); `clip` is one of CLIP_MODES."""
   if rate < 0:
     raise ValueError(f"noise rate must be non-negative, got {rate}")
   if clip not in CLIP_MODES:

@@ -1,28 +1,14 @@
 """Seeded synthetic spurious-preference benchmark (numpy only; causal_reward spec section 3.1).
 
-World: prompt context u ~ N(0, I_4); response latents c ~ N(0, I_8) (causal), nuisance style
-n ~ N(0, I_8), and one latent per spurious cue. Gold reward r*(x, y) = w*^T c + 0.5 c^T B u
-(independent of the cues and of n). Observation h = G([u, c, render_1(cue_1), ..., n]) + 0.05 eps,
-G a fixed random 2-layer tanh network to R^D ("entangled"; `renderer="linear"` is the easy
-variant). The noise eps is stored with each response, so a do-intervention re-renders h with only
-the targeted input changed.
+Prompt u ~ N(0, I_4), causal latents c ~ N(0, I_8), nuisance n ~ N(0, I_8), one latent per cue. Gold
+reward r* = w*^T c + 0.5 c^T B u; observation h = G([u, c, render(cues), n]) + 0.05 eps with G a fixed
+random tanh network ("entangled"; "linear" is the easy variant); eps is stored, so a do-intervention
+re-renders h with only its target changed. Cues are user-defined `Cue`s (default `length_cue()`,
+`sycophancy_cue()`), e.g. `make_world(0, cues=DEFAULT_CUES + (Cue("emoji", sample=..., hack=...),))`.
 
-Cues are user-defined `Cue`s (how a cue is sampled, renders into the observation, is observed
-by cue-aware models, is intervened on, and looks in the base policy's hack component). The spec's
-two, `length_cue()` (l ~ N(0, 1), rendered as 2 l) and `sycophancy_cue()` (s ~ Bernoulli(0.3),
-rendered as 2 s), are the default `DEFAULT_CUES`; adding a cue needs no edit here, e.g.
-
-    emoji = Cue("emoji", sample=lambda rng, n: (rng.random(n) < 0.2).astype(float),
-                hack=lambda rng, n: np.ones(n), intervene=set_value)
-    world = make_world(0, cues=DEFAULT_CUES + (emoji,))
-
-Training labels: candidate pairs for one prompt, label ~ Bernoulli(sigmoid(2 (r*_a - r*_b)))
-[+ annotator bias], then stratified subsampling so that, independently for every cue, in a
-fraction rho of the kept pairs where the two observed cue values differ the chosen response has
-the larger one. Test sets: T-id (same as train), T-gold (labels 1[r*_w > r*_l], no selection),
-T-anti (gold labels, selection rho = 0.2). Cues t = [observe_k(latent_k)]_k are what a cue-aware
-model may observe.
-"""
+Labels ~ Bernoulli(sigmoid(2 (r*_a - r*_b))), then stratified so that, per cue, the chosen response has
+the larger cue in a fraction rho of the differing pairs. Test sets: T-id (as train), T-gold (labels
+1[r*_w > r*_l]), T-anti (gold labels, rho = 0.2)."""
 
 import itertools
 from typing import Callable, NamedTuple, Sequence
@@ -47,13 +33,9 @@ def set_value(latent: np.ndarray, value: float) -> np.ndarray:
 
 
 class Cue(NamedTuple):
-  """A spurious attribute of a response, defined by functions (all numpy).
-
-  sample(rng, n) -> latent [n]; render(latent) -> [n] or [n, k] renderer inputs (default 2 x,
-  a cheap shortcut); observe(latent) -> [n] the proxy t a cue-aware model sees (default the
-  latent); intervene(latent, value) -> latent (default a shift); hack(rng, n) -> latent of the
-  base policy's hack component (default: sample).
-  """
+  """A spurious attribute of a response, as numpy functions: sample(rng, n) -> latent [n]; render(latent)
+  -> renderer inputs (default 2 x); observe(latent) -> the proxy t a cue-aware model sees; intervene(latent,
+  value) (default a shift); hack(rng, n) -> the latent of the base policy's hack component."""
 
   name: str
   sample: Callable[[np.random.Generator, int], np.ndarray]
@@ -210,12 +192,8 @@ def _candidate_pairs(world, rng, m, labels, annotator):
 def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: float | None = None,
                labels: str = "noisy", annotator: Sequence[float] | None = None,
                with_latents: bool = False) -> dict[str, np.ndarray]:
-  """n labelled pairs. rho=None: no selection; else stratified selection (see module docstring).
-
-  Returns h_w, h_l [n, D] float32, t_w, t_l [n, K] float32, r_w, r_l [n] gold rewards, and with
-  `with_latents` the response dicts under "resp_w", "resp_l". `annotator` [K]: per-cue bias added
-  to the label logit (instead of selection).
-  """
+  """n labelled pairs; rho=None: no selection. Returns h_w, h_l [n, D] float32, t_w, t_l [n, K], r_w, r_l
+  [n] gold rewards (and "resp_w", "resp_l" with `with_latents`); `annotator` [K]: per-cue label-logit bias."""
   rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 2])
   if rho is None:
     w, l = _candidate_pairs(world, rng, n, labels, annotator)
@@ -268,12 +246,8 @@ def make_benchmark(seed: int, rho: float, *, n_train: int = 20000, n_val: int = 
 
 def sample_policy_pool(world: World, seed: int, num_prompts: int, num_candidates: int, *,
                        hack_frac: float = 0.1, hack_shift: float = 1.5) -> dict[str, np.ndarray]:
-  """Base-policy candidates for best-of-N: [P, M] responses per prompt.
-
-  A fraction `hack_frac` are hacks: every cue takes its `hack` value (verbose and sycophantic
-  for the default cues) and the response is worse, c <- c - hack_shift * w*/||w*||.
-  Returns h [P, M, D] float32, gold [P, M], hack [P, M] and each cue's latent [P, M] by name.
-  """
+  """Base-policy candidates for best-of-N, [P, M] per prompt; a fraction `hack_frac` are hacks (every cue
+  at its `hack` value, c <- c - hack_shift * w*/||w*||). Returns h [P, M, D], gold, hack and each cue's latent."""
   rng = np.random.default_rng([seed, 3])
   p, m = num_prompts, num_candidates
   u = np.repeat(rng.normal(size=(p, DIM_U)), m, axis=0)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["minilm_dir", "load_tokenizer", "encode", "pad_batch", "hh_input_text", "last_user_turn"]
+__all__ = ["minilm_dir", "load_tokenizer", "encode", "last_user_turn"]
 
 
 def minilm_dir() -> pathlib.Path:
@@ -39,27 +39,9 @@ def encode(texts: Sequence[str], tokenizer) -> list[np.ndarray]:
   return [np.asarray(e.ids, np.int32) for e in tokenizer.encode_batch(list(texts))]
 
 
-def pad_batch(ids: Sequence[np.ndarray], *, multiple: int = 16, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-  """Right-pads to a length that is a multiple of `multiple` (few distinct shapes -> few compiles).
-
-  Returns ids [B, T] int32 and mask [B, T] int32 (1 = real token).
-  """
-  longest = max(len(x) for x in ids)
-  t = -(-longest // multiple) * multiple
-  out = np.full((len(ids), t), pad_id, np.int32)
-  mask = np.zeros((len(ids), t), np.int32)
-  for i, x in enumerate(ids):
-    out[i, :len(x)] = x
-    mask[i, :len(x)] = 1
-  return out, mask
-
-
 def last_user_turn(context: str) -> str:
   """The last 'Human:' turn of an HH dialogue context (text after the final '\\n\\nHuman:')."""
   cut = context.rfind("\n\nHuman:")
   return (context[cut + len("\n\nHuman:"):] if cut >= 0 else context).strip()
 
 
-def hh_input_text(context: str, response: str) -> str:
-  """The encoder input of spec 3.2: 'Human: <last user turn> Assistant: <response>'."""
-  return f"Human: {last_user_turn(context)} Assistant: {response}"

@@ -1,11 +1,5 @@
-"""Forget / retain index splits for machine-unlearning benchmarks (numpy only, seeded).
-
-Three regimes from the unlearning literature:
-  * class:     every training row of the forgotten class(es) is forgotten;
-  * sub-class: labels are coarsened to super-classes and one fine class is forgotten
-               (the model must still predict its super-class for other members);
-  * random:    a uniformly random fraction of training rows is forgotten.
-"""
+"""Forget / retain index splits for machine-unlearning benchmarks (numpy only, seeded): class (every row of
+the forgotten classes), sub-class (one fine class under coarse super-class labels), random (a fraction of rows)."""
 
 from typing import NamedTuple, Sequence
 

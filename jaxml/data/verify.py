@@ -1,17 +1,10 @@
-"""Integrity of a data root: `MANIFEST.sha256` lists every file with its size and sha256.
+"""Integrity of a data root: `MANIFEST.sha256` lists `<sha256>  <bytes>  <relative path>` per file.
 
   python -m jaxml.data.verify                 # check the default data root (data/ in the checkout)
   python -m jaxml.data.verify --root=PATH     # check another root that carries a manifest
   python -m jaxml.data.verify --root=PATH --write   # (re)write the manifest of your own data
 
-Manifest format, one file per line (comments start with '#'):
-  <sha256 hex>  <size in bytes>  <path relative to the root, '/'-separated>
-
-The readers in `offline.py` call `check_file` on every file they open: a missing, truncated or
-altered file stops them with one line naming the file, what was expected and how to restore it.
-A root without a manifest (your own data) is read unchecked. Nothing is cached between calls
-(hashing the few MB one reader opens costs milliseconds).
-"""
+The readers call `check_file` on every file they open; a root without a manifest is read unchecked."""
 
 import argparse
 import hashlib

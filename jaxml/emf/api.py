@@ -1,12 +1,8 @@
-"""EMF and its baselines as values: one registry maps a method name to the recipe that owns its
-loss and its sampler; `make_generator(config)` looks the name up and never branches on it.
+"""EMF and its baselines as values: a registry maps a method name to the recipe owning its loss and
+sampler; `make_generator(config)` never branches on the name.
 
-Config (an ml_collections.ConfigDict or a plain dict; sections may be either):
-  method: one of METHODS; num_classes (0: unconditional); model: FlowNet fields;
-  emf: EMFConfig fields (shared by EMF, flow matching and MeanFlow); fm / meanflow: overrides of
-  the emf section for those baselines (meanflow may also set jvp_impl); shortcut: ShortcutConfig
-  fields; ct: CTConfig fields. Unknown keys in a section are errors, not silent no-ops.
-"""
+Config: method (METHODS), num_classes (0: unconditional), model (FlowNet), emf (EMFConfig), fm / meanflow
+(overrides of emf; meanflow may set jvp_impl), shortcut (ShortcutConfig), ct (CTConfig). Unknown keys are errors."""
 
 from typing import Any, Callable, Mapping, NamedTuple
 

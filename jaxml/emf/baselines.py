@@ -1,15 +1,12 @@
 """Baselines of the EMF experiment on the same network and clock (t = 0 noise, t = 1 data).
 
 - Flow matching: `||net(x_t, t, t) - v_c||^2` (x1 form: `||xh(x_t, t, t) - x1||^2 / (1 - t)^2`).
-- MeanFlow (Geng et al. 2025) in our clock: target `sg(v_c + (r - t) D_t u)`, with
-  `D_t u = jvp(net, (x_t, t, r), (v_c, 1, 0))`; 'fused' takes the JVP of the differentiated
-  function inside `value_and_grad` (official JAX code), 'split' does a plain forward for the loss
-  and the JVP on stopped parameters.
-- Shortcut model (Frans et al. 2025): `s(x_t, t, d) = net(x_t, t, t + d)` (d embedded as a value);
-  bootstrap rows regress on the mean of two stopped half steps, clipped to [-4, 4]; flow rows on v_c.
-- Consistency training (iCT-style, adapted): `f(x, t) = x + (1 - t) net(x, t, 1)`,
-  `pseudo_huber(f(x_{t_i}, t_i) - sg f(x_{t_{i+1}}, t_{i+1})) / Delta` on a grid of N cells, N doubling
-  from 10 to 1280 over training (the grid size lives in `state.extra`, set by a host hook).
+- MeanFlow (Geng et al. 2025): target `sg(v_c + (r - t) D_t u)`, `D_t u = jvp(net, (x_t, t, r), (v_c, 1, 0))`;
+  'fused' takes the JVP inside `value_and_grad` (official code), 'split' on stopped parameters.
+- Shortcut (Frans et al. 2025): `s(x_t, t, d) = net(x_t, t, t + d)`; bootstrap rows regress on two stopped
+  half steps, clipped to [-4, 4].
+- Consistency training (iCT-style): `f(x, t) = x + (1 - t) net(x, t, 1)`, pseudo-Huber between adjacent
+  cells of an N-cell grid, N doubling from 10 to 1280 (kept in `state.extra` by a host hook).
 """
 
 import math

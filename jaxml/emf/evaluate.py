@@ -1,10 +1,6 @@
-"""EMF's evaluation protocol: per-domain scores, floors, the validation choice of weighting and variant,
-'not learned' marks and the markdown tables.
-
-Rows are results.json rows (`method`, `dataset`, `split`, `seed`, `metrics`, `cost`; non-finite values
-stored as None). Trained variants are named `<method>/p<p>@<nfe>`; headline rows `<method>@<nfe>` copy the
-variant whose 1-NFE *validation* score is best (never the test score), and `emf@<nfe>` the best EMF variant.
-"""
+"""EMF's evaluation protocol: scores, floors, the validation choice of weighting and variant, 'not learned'
+marks and the tables. Variants are `<method>/p<p>@<nfe>`; headline rows `<method>@<nfe>` (and `emf@<nfe>`)
+copy the variant with the best 1-NFE *validation* score. Non-finite values are stored as None."""
 
 from typing import Callable
 

@@ -31,20 +31,12 @@ __all__ = ["EMFConfig", "sample_time_pairs", "adaptive_weight", "per_row_sq", "e
 class EMFConfig(NamedTuple):
   """Static settings shared by EMF and the baselines that use interval rows.
 
-  param: 'u' (average velocity) or 'x1' (endpoint) prediction.
-  delta: Euler step to the intermediate point s = t + delta.
-  rho: fraction of rows that carry an interval (t < r); the rest have r = t.
-  time_law: 'uniform' or 'logit_normal' (with ln_mu, ln_sigma, in our clock).
-  p, c: adaptive weight (e + c)^-p (p = 0 is a plain mean squared error).
-  eps: clamp of 1 - t and 1 - r in the x1 form.
-  euler_field: velocity of the Euler step: 'model' (the model's own field at r = t; 'diag' is an alias),
-    'full' (model at r = 1) or 'vc' (the per-sample conditional velocity; one stopped pass fewer).
-  form: 'linear' (EMF, data term with weight 1) or 'convex' (bootstrap ablation, u only).
-  aux_rows: 'interval' (stopped passes on the interval rows only) or 'all' (full batch).
-  num_classes: > 0 for class-conditional runs (label `num_classes` is the null label).
-  label_dropout, guidance_w, guidance_k: training-time guidance (no guidance at w = 1, k = 0).
-  target_clip: clip of the correction term (0 = off).
-  """
+  param: 'u' (average velocity) or 'x1' (endpoint). delta: Euler step, s = t + delta. rho: fraction of
+  interval rows (t < r). time_law: 'uniform' or 'logit_normal' (ln_mu, ln_sigma). p, c: adaptive weight
+  (e + c)^-p. eps: clamp of 1 - t, 1 - r (x1). euler_field: 'model' (own field at r = t; alias 'diag'),
+  'full' (r = 1) or 'vc' (conditional velocity). form: 'linear' (EMF) or 'convex' (bootstrap ablation, u).
+  aux_rows: 'interval' or 'all'. num_classes > 0: class-conditional (label `num_classes` is null).
+  label_dropout, guidance_w, guidance_k: training-time guidance. target_clip: clip of the correction (0 = off)."""
 
   param: str = "u"
   delta: float = 0.01

@@ -1,9 +1,5 @@
-"""Networks `net(x, t, r, label) -> same shape as x` shared by EMF and every baseline.
-
-All take the start time `t`, end time `r` (embedded as `t` and `h = r - t`) and an optional
-label; methods that need no `r` pass `r = t`. `apply_fn(params, x, t, r, label)` is the pure
-function the losses and samplers use.
-"""
+"""Networks `net(x, t, r, label) -> same shape as x` shared by EMF and every baseline (`t` and `h = r - t`
+embedded; methods without `r` pass `r = t`); `apply_fn(params, x, t, r, label)` is the pure form."""
 
 import math
 from typing import Any, Callable

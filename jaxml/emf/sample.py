@@ -1,13 +1,9 @@
 """Few-step samplers on a uniform grid 0 = tau_0 < ... < tau_K = 1 (NFE = K), all `lax.fori_loop`.
 
-- flow-map u: `x <- x + (tau' - tau) u(x, tau, tau')`; K = 1 is `x0 + u(x0, 0, 1)` bit for bit.
-- flow-map x1: `x <- ((1 - tau') x + (tau' - tau) xh(x, tau, tau')) / (1 - tau)`; K = 1 is `xh(x0, 0, 1)`.
-- flow (instantaneous velocity, flow matching): Euler `x <- x + (tau' - tau) v(x, tau, tau)`.
-- consistency: `f(x, t) = x + (1 - t) F(x, t, 1)`; K = 1 is `f(x0, 0)`; step k re-noises the last estimate to
-  t_k = t_mid + (k - 1)(1 - t_mid)/(K - 1) along a fresh path and applies f (t_mid = 1/K gives t_k = k/K).
-
-`num_steps` may be a traced integer (one compiled sampler serves every K).
-"""
+- flow-map u: `x <- x + (tau' - tau) u(x, tau, tau')`; x1: `x <- ((1 - tau') x + (tau' - tau) xh) / (1 - tau)`.
+- flow: Euler `x <- x + (tau' - tau) v(x, tau, tau)`.
+- consistency: `f(x, t) = x + (1 - t) F(x, t, 1)`; step k re-noises to t_k = t_mid + (k - 1)(1 - t_mid)/(K - 1).
+`num_steps` may be traced (one compiled sampler serves every K)."""
 
 from typing import Any
 

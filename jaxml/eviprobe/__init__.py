@@ -1,9 +1,5 @@
-"""X-EviProbe: post-hoc, parameter-free evidential uncertainty for frozen GNNs.
-
-`make_method` / `backbone` build the GNN that is trained (through `core.train`); `pipeline`
-fits X-EviProbe and every baseline on the clean graph (`fit_posthoc`) and scores any graph
-(`score_all`, `isolated_scores`, `metrics_for`); `probe` is the closed-form probe itself.
-"""
+"""X-EviProbe: post-hoc, parameter-free evidential uncertainty for frozen GNNs: `backbone` (the trained
+GNN), `pipeline` (fit every method on the clean graph, score any graph), `probe` (the closed-form probe)."""
 
 from jaxml.eviprobe import api, backbone, baselines, pipeline, probe, readouts
 from jaxml.eviprobe.api import make_method, probe_config

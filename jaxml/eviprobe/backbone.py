@@ -1,13 +1,8 @@
 """Frozen-backbone side of X-EviProbe: the GNN as a `core.Method`, its selection rule, forwards.
 
-A graph batch is the whole graph (full-batch training, `shard_batch_rows=False`):
-  feat_rows, feat_cols, feat_vals   COO node features (padded entries have value 0)
-  edges [2, E] int32, labels [N] int32 (−1 = unknown), train_mask, val_mask [N] float32
-Loss: masked cross-entropy on train nodes + (l2 / 2) ‖θ‖² (coupled L2, as torch Adam's
-weight_decay). Training is `core.train(make_backbone_method(...), ..., select=selection(...))`:
-early stopping on validation cross-entropy is core's one selection mechanism (per member for a
-stacked ensemble), and the run's checkpoint holds the selected parameters.
-"""
+A batch is the whole graph: COO features feat_rows / feat_cols / feat_vals, edges [2, E] int32, labels
+[N] int32 (−1 = unknown), train_mask, val_mask [N] float32. Loss: masked cross-entropy + (l2 / 2) ‖θ‖²
+(coupled, as torch Adam's weight_decay); early stopping on validation cross-entropy via `core.Selection`."""
 
 import time
 from typing import Any, Callable, Mapping
@@ -22,7 +17,7 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "selection", "make_forward", "make_mc_forward", "member_keys", "member", "forward", "forward_eval",
+           "selection", "make_forward", "member_keys", "member", "forward", "forward_eval",
            "ensemble_logits", "mc_logits", "train_backbone"]
 
 BACKBONES = ("gcn", "gat", "appnp")
@@ -73,13 +68,9 @@ def _masked_acc(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Ar
 def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int = 1) -> core.Method:
   """core.Method for full-batch node classification with masked cross-entropy.
 
-  With `num_members` > 1 the parameters are a stack of independent models (leading axis M,
-  one init key and one dropout key each, from `member_keys`) and the loss is the sum of the
-  members' losses, so each member's gradient, and hence its Adam trajectory, is exactly that of
-  training it alone; one stacked step shares the feature matmul between members (a deep ensemble
-  at ~1 model's cost). Member 0 gets the very keys a single model gets, so it *is* the model that
-  `num_members=1` trains: the backbone read from a stack does not depend on the ensemble size.
-  """
+  With `num_members` > 1 the parameters are a stack of independent models (keys from `member_keys`) and the
+  loss is the members' sum, so each trains exactly as alone (a deep ensemble at ~1 model's cost); member 0
+  is the model `num_members=1` trains."""
 
   def apply(params, batch, *, train=False, rng=None):
     rngs = {"dropout": rng} if rng is not None else None
@@ -126,13 +117,8 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
 
 
 def member_keys(rng: jax.Array, num_members: int) -> jax.Array:
-  """Keys [M] of a stack's members: member 0 gets `rng` itself (the key a single model gets, for its
-  init and each step's dropout), member i > 0 gets `fold_in(rng, i)`.
-
-  Why not `split(rng, M)`: its row 0 is not `rng`, so member 0 of a stack would be a different
-  model from the one trained alone, and everything read from member 0 (X-EviProbe's backbone)
-  would change with whether ensemble baselines run.
-  """
+  """Keys [M] of a stack's members: member 0 gets `rng` itself, member i > 0 `fold_in(rng, i)`; unlike
+  `split(rng, M)`, member 0 is then the model trained alone, whatever the ensemble size."""
   rest = core.fold_in_each(rng, jnp.arange(1, num_members))
   return jnp.concatenate([rng[None], rest])
 
@@ -180,11 +166,6 @@ mc_logits.__doc__ = "mc_logits(model, params, batch, rng, num_samples) -> logits
 def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:
   """(params, batch) -> {logits, q, z} with dropout off (jitted, shared compile cache)."""
   return lambda params, batch: forward(model, params, batch)
-
-
-def make_mc_forward(model: nn.Module, num_samples: int) -> Callable[[Any, Mapping[str, Any], jax.Array], jax.Array]:
-  """(params, batch, rng) -> logits [S, N, K] from `num_samples` dropout passes (MC dropout)."""
-  return lambda params, batch, rng: mc_logits(model, params, batch, rng, num_samples)
 
 
 def train_backbone(model: nn.Module, batch: Mapping[str, Any], train_cfg: Mapping[str, Any], *, l2: float,

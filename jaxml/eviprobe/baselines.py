@@ -1,8 +1,5 @@
-"""Baselines on the same frozen backbone and split (spec section 5).
-
-Every scorer returns a dict with `ood` [N] (higher = more likely OOD), `misc` [N] (higher = more
-likely misclassified) and `probs` [N, K] (for accuracy / ECE / Brier), so the experiment scores
-all methods the same way.
+"""Baselines on the same frozen backbone and split (spec section 5); every scorer returns `ood` [N]
+(higher = more OOD), `misc` [N] (higher = more likely misclassified) and `probs` [N, K].
 
   MSP / entropy          1 − max p;  H(p)                              (Hendrycks & Gimpel 2017)
   temperature scaling    the same on softmax(l / T), T fitted on validation NLL (Guo et al. 2017)

@@ -2,27 +2,18 @@
 
   z_i = MLP(x_i) ∈ R^d                              (node-own latent, no message passing)
   log q_c(z) = log N(f_c(z); 0, I) + Σ_l log|det J_l|   (per-class radial flow f_c, L layers)
-  log β_ic = log N_c + log q_c(z_i) + ½ d log 4π     (evidence = N_c · density; GPN's latent
-                                                      budget scale), clamped to [−30, 30]
-  β̃ = APPNP(β)  (K_prop steps, teleport a, Â = D̃^{-1/2}(A + I)D̃^{-1/2}; class-wise pseudo-counts)
-  α = 1 + β̃
-Loss on train nodes: UCE = mean_i [ψ(α_i0) − ψ(α_{i y_i})] − λ · mean_i H(Dir(α_i)), plus
-(l2 / 2)‖θ‖². Scores: vacuity K / α_0 (OOD, epistemic) and 1 − ᾱ_ŷ with ŷ = argmax α
-(misclassification, aleatoric).
+  log β_ic = log N_c + log q_c(z_i) + ½ d log 4π     (evidence = N_c · density), clamped to [−30, 30]
+  β̃ = APPNP(β)  (K_prop steps, teleport a, Â = D̃^{-1/2}(A + I)D̃^{-1/2});  α = 1 + β̃
+Loss on train nodes: UCE = mean_i [ψ(α_i0) − ψ(α_{i y_i})] − λ · mean_i H(Dir(α_i)) + (l2 / 2)‖θ‖².
+Scores: vacuity K / α_0 (OOD) and 1 − ᾱ_ŷ (misclassification).
 
-Options (both read from the config; off reproduces the one-phase model exactly):
-- flow-only warm-up (`phase="warmup"` of `make_gpn_method`; `pipeline.fit_gpn` runs `warmup_epochs` of it before the
-  full training): only `flows/*` get updates, loss UCE − λ·H without the l2 term (GPN's warm-up optimiser has the
-  flows' weight decay, 0). Stadler et al.'s setting: pre_train_mode flow, 5 warm-up epochs.
-- `latent_norm`: batch norm of z before the flows (learned scale and shift). While training, statistics over all
-  nodes of the (full-batch) graph; `latent_stats` then freezes the clean graph's statistics into the variables,
-  so a shifted graph is normalised like the clean one (BatchNorm's eval mode). GPN's batched-flow model has none
-  (Posterior Network's latent does); default off.
+Options (off reproduces the one-phase model): a flow-only warm-up (`phase="warmup"`, run by
+`pipeline.fit_gpn` for `warmup_epochs`, as Stadler et al.'s pre_train_mode flow), and `latent_norm`
+(batch norm of z before the flows; `latent_stats` freezes the clean graph's statistics).
 
-Radial layer (Rezende & Mohamed 2015), applied in the density direction x → f(x):
+Radial layer (Rezende & Mohamed 2015), density direction x → f(x):
   f(x) = x + b h(r) (x − x₀),  r = ‖x − x₀‖,  h = 1 / (a + r),  a = softplus(â), b = −a + softplus(b̂)
-  log|det J| = (d − 1) log(1 + b h) + log(1 + b h − b h² r)
-b ≥ −a keeps f invertible, so q_c is a normalised density.
+  log|det J| = (d − 1) log(1 + b h) + log(1 + b h − b h² r);  b ≥ −a keeps f invertible.
 """
 
 import math

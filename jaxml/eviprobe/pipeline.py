@@ -4,16 +4,9 @@
   scores = score_all(config, fitted, model, params, shifted_batch, rng=key, stacked=ensemble_params)
   rows   = {m: metrics_for(s, ood_nodes, id_nodes, labels) for m, (s, secs) in scores.items()}
 
-`config` is a mapping (dict or ConfigDict) with sections `eviprobe` (ProbeConfig fields), optionally `extension`
-(ProbeConfig overrides of `eviprobe` for the EXTENSION row: the own-evidence guard), `baselines`,
-`ablations`, `gnnsafe` (steps, alpha), `gkde` (sigma, max_hops), `epn` (hidden, steps, lr, l2),
-`gpn` (`gpn.MODEL_KEYS` plus `GPN_TRAIN_KEYS`: lr, max_epochs, patience, warmup_epochs; read only when 'gpn' is a
-  baseline; other keys are errors)
-and `mc_samples`. Every scorer returns numpy arrays `ood` (higher = more OOD), `misc` (higher = more
-likely misclassified), `probs` [N, K] and `pred` [N]. Structure-dependent methods read the edges of
-the batch they score, so a shift that rewires the graph is seen by all of them; GKDE (a prior built
-from hop distances to the labelled nodes) is refitted on such a graph.
-"""
+`config` sections: eviprobe (ProbeConfig), extension (its overrides for the guarded row), baselines,
+ablations, gnnsafe, gkde, epn, gpn (`gpn.MODEL_KEYS` + `GPN_TRAIN_KEYS`), mc_samples. Scorers return numpy
+`ood`, `misc`, `probs` [N, K], `pred` [N]; structure-dependent methods read the scored batch's edges."""
 
 import time
 from typing import Any, Callable, Mapping, NamedTuple

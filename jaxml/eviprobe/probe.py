@@ -14,15 +14,11 @@ Score (any graph, possibly shifted):
 then `readouts.dirichlet_readouts`. Ablations (spec A1–A9) are fields of `ProbeConfig`.
 
 Own-evidence guard (`own_guard` γ_o, `centre_guard` γ_c > 0; beyond the paper): propagation lets a lone corrupted
-node borrow its neighbours' strength, and in high dimension a node at the data centre looks *more* typical of
-every class than real nodes do. Two node-own distances, each calibrated on the validation nodes by a log-normal
-fit (mean and std of its log over V):
+node borrow its neighbours' strength, and in high dimension a node at the data centre looks *more* typical than
+real nodes. Two node-own distances, each calibrated on V by a log-normal fit of its log:
   f_i = min_c s_c m_ic / d                     too far from every class centre (upper tail)
   g_i = ‖W(q_i − q̄)‖² / d, q̄ the train mean   too close to the data centre (lower tail)
-  log p^far_i = log Φ(−(log f_i − m_f) / s_f),  log p^ctr_i = log Φ((log g_i − m_g) / s_g)
-  Ẽ_i ← Ẽ_i · min(1, p^far_i / γ_o) · min(1, p^ctr_i / γ_c)
-so the propagated strength survives only where the node's own latent is typical on both sides (about a γ
-fraction of ID nodes is touched by each guard); γ = 0 switches a guard off.
+  Ẽ_i ← Ẽ_i · min(1, Φ(−(log f_i − m_f) / s_f) / γ_o) · min(1, Φ((log g_i − m_g) / s_g) / γ_c);  γ = 0: off.
 """
 
 from typing import NamedTuple
@@ -301,12 +297,9 @@ def evidence(state: ProbeState, latents: tuple, logits: jax.Array, config: Probe
 
 def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Array, edges: jax.Array,
           config: ProbeConfig = ProbeConfig()) -> dict:
-  """X-EviProbe scores on a (possibly shifted) graph; returns α [N, K] and all read-outs.
-
-  Keys: alpha, evidence (Ẽ), tau, u_epi, u_alea, class_split (1 − r_ŷ), msp (1 − max p), expected_entropy,
-  total_entropy, mutual_info, dissonance, neg_log_evidence (−log Ẽ), mean_probs, n_clamped, and misc (the
-  read-out named by config.misc_readout). Predictions stay argmax p.
-  """
+  """X-EviProbe scores on a (possibly shifted) graph: alpha [N, K], evidence (Ẽ), tau, u_epi, u_alea, class_split,
+  msp, expected_entropy, total_entropy, mutual_info, dissonance, neg_log_evidence, mean_probs, n_clamped and
+  misc (the read-out named by config.misc_readout). Predictions stay argmax p."""
   if config.latent == "q":
     latents = (q,)
   elif config.latent == "z":

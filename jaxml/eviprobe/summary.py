@@ -1,6 +1,4 @@
-"""Result rows of the benchmark and their read-outs: per-run metric rows, validation choices, per-cell verdicts.
-
-A row is a dict {method, dataset ('<graph>:<setting>'), split, seed, metrics, cost}. Numpy and scipy only.
+"""Result rows of the benchmark and their read-outs: per-run rows, validation choices, per-cell verdicts.
 
   rows = scored_rows(cost, scores, ood_nodes, id_nodes, labels, train_s)     # one (method, metrics, cost) per scorer
   best, table = rank(rows, grid_names, "ood_auroc", "guard grid, OOD AUROC")  # a validation choice
@@ -12,7 +10,7 @@ from typing import Mapping
 import numpy as np
 
 from jaxml.eviprobe import pipeline as pl
-from jaxml.metrics import ood, wilcoxon_paired
+from jaxml.metrics import ood, paired_values, wilcoxon_paired
 
 __all__ = ["scored_rows", "isolated_rows", "rank", "validation_choice", "misc_choice", "guard_choice", "paired",
            "cell_verdict"]
@@ -88,17 +86,10 @@ def guard_choice(rows: list[dict]) -> tuple[str, str]:
 
 
 def paired(rows: list[dict], a: str, b: str, metric: str, cell: str) -> tuple[np.ndarray, np.ndarray]:
-  """Values of methods a and b in `cell` on the runs both have, matched on (split, seed), in key order."""
-  def by_key(m):
-    out = {}
-    for r in rows:
-      v = r["metrics"].get(metric)
-      if r["method"] == m and r["dataset"] == cell and v is not None and np.isfinite(v):
-        out[(r["split"], r["seed"])] = float(v)
-    return out
-  va, vb = by_key(a), by_key(b)
-  keys = sorted(set(va) & set(vb))
-  return np.array([va[k] for k in keys]), np.array([vb[k] for k in keys])
+  """Finite values of methods a and b in `cell` on the runs both have, matched on (split, seed), in key order."""
+  va, vb = paired_values([r for r in rows if r["dataset"] == cell], a, b, metric)
+  keep = np.isfinite(va) & np.isfinite(vb)
+  return va[keep], vb[keep]
 
 
 def _se(x: np.ndarray) -> float:

@@ -12,7 +12,8 @@ from jaxml.metrics.generative import (box_coverage, chamfer_matrix, classifier_t
 from jaxml.metrics.mcmc import bulk_ess, ess, rank_normalize, rank_split_rhat, split_chains, split_rhat
 from jaxml.metrics.mia import cross_entropy, loss_mia_auc, svc_mia_efficacy, true_label_confidence
 from jaxml.metrics.ood import aupr, auroc, fpr_at_tpr
-from jaxml.metrics.ranking import cumulative_score, flag_precision_recall, mae, wilcoxon_paired, zero_one
+from jaxml.metrics.ranking import (cumulative_score, flag_precision_recall, mae, paired_values, wilcoxon_paired,
+                                   zero_one)
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
     # out-of-distribution detection
     "aupr", "auroc", "fpr_at_tpr",
     # ranking / ordinal
-    "cumulative_score", "flag_precision_recall", "mae", "wilcoxon_paired", "zero_one",
+    "cumulative_score", "flag_precision_recall", "mae", "paired_values", "wilcoxon_paired", "zero_one",
     # representations
     "linear_cka", "linear_probe_accuracy",
 ]

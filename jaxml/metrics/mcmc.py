@@ -1,18 +1,10 @@
 """MCMC convergence diagnostics: split-R-hat and effective sample size from `blackjax.diagnostics`.
 
-Inputs are arrays [chains, draws, ...] (extra trailing axes are independent quantities); outputs are
-float64 numpy arrays of shape x.shape[2:]. The blackjax functions run under a scoped `jax.enable_x64`, so the
-diagnostics keep float64 precision (log densities of ~1e3 with a spread of ~1 lose digits in float32).
-
-- `split_rhat`: each chain is cut into two halves (`split_chains`), giving 2C pseudo-chains of n = ⌊draws/2⌋,
-  and blackjax's `potential_scale_reduction` (Gelman–Rubin) of those: with W the mean within-chain variance
-  and B/n the variance of the chain means, R̂ = sqrt(((n−1)/n · W + B/n) / W). With C = 1 it is the
-  within-chain diagnostic.
-- `ess`: blackjax's `effective_sample_size`, C·n / (1 + 2 Σ_t ρ̂_t) with Geyer's initial positive and
-  monotone sequence (a quantity without within-chain variation has ESS 0).
-- `rank_normalize` turns draws into normal scores of their pooled ranks; `bulk_ess` and
-  `rank_split_rhat` apply the two diagnostics to them (Vehtari et al. 2021).
-"""
+Inputs [chains, draws, ...], outputs float64 numpy arrays of shape x.shape[2:] (blackjax runs under a scoped
+`jax.enable_x64`: log densities of ~1e3 with a spread of ~1 lose digits in float32). `split_rhat` is
+Gelman–Rubin's R̂ over the 2C half-chains (`split_chains`); `ess` is C·n / (1 + 2 Σ_t ρ̂_t) with Geyer's
+initial monotone sequence; `bulk_ess` and `rank_split_rhat` apply them to `rank_normalize`d draws
+(Vehtari et al. 2021)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,13 +1,9 @@
 """Membership-inference attacks used to judge unlearning (numpy / scikit-learn, host side).
 
-* Confidence SVC-MIA ("MIA-Efficacy", the l1-sparse / SalUn convention): an RBF-SVC
-  (C = 3, gamma = 'auto') is fitted on one feature, the softmax probability of the true
-  label, with retained training rows as members (1) and test rows as non-members (0);
-  the score is the percentage of forget rows it calls non-members. Judge it against the
-  retrained model's value, not against 100.
-* Loss-MIA AUC: ROC-AUC separating members (label 1) from non-members (label 0) by the
-  score -CE; 0.5 means the attacker cannot tell them apart.
-"""
+* SVC-MIA ("MIA-Efficacy", the l1-sparse / SalUn convention): an RBF-SVC on the true-label probability,
+  retained rows as members, test rows as non-members; the % of forget rows called non-members. Judge it
+  against the retrained model's value, not against 100.
+* Loss-MIA AUC: ROC-AUC of members vs non-members by -CE; 0.5 means they cannot be told apart."""
 
 import numpy as np
 
@@ -41,12 +37,8 @@ def svc_mia_efficacy(retain_logits: np.ndarray, retain_labels: np.ndarray,
                      test_logits: np.ndarray, test_labels: np.ndarray,
                      forget_logits: np.ndarray, forget_labels: np.ndarray, *,
                      c: float = 3.0, gamma: str | float = "auto") -> float:
-  """% of forget rows an SVC on true-label confidence predicts to be non-members.
-
-  Members: the first min(|D_r|, |D_t|) retained rows; non-members: as many test rows (the
-  SalUn script uses the first |D_t| retained rows and all of D_t; we balance the two when
-  D_r is the smaller set).
-  """
+  """% of forget rows an SVC on true-label confidence predicts to be non-members; members are the first
+  min(|D_r|, |D_t|) retained rows, non-members as many test rows (balanced, unlike the SalUn script)."""
   from sklearn.svm import SVC  # lazy: only evaluation pays for scikit-learn
 
   n = min(len(retain_labels), len(test_labels))

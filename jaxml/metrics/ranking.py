@@ -1,8 +1,8 @@
-"""Ordinal / rank-estimation metrics (numpy) and a paired Wilcoxon test (scipy)."""
+"""Ordinal / rank-estimation metrics (numpy), paired run values and a paired Wilcoxon test (scipy)."""
 
 import numpy as np
 
-__all__ = ["mae", "zero_one", "cumulative_score", "flag_precision_recall", "wilcoxon_paired"]
+__all__ = ["mae", "zero_one", "cumulative_score", "flag_precision_recall", "paired_values", "wilcoxon_paired"]
 
 
 def mae(pred, target) -> float:
@@ -32,6 +32,18 @@ def flag_precision_recall(flagged, corrupted) -> tuple[float, float]:
   precision = tp / f.sum() if f.sum() else float("nan")
   recall = tp / c.sum() if c.sum() else float("nan")
   return float(precision), float(recall)
+
+
+def paired_values(rows, a: str, b: str, metric: str, *, key: tuple[str, ...] = ("dataset", "split", "seed")
+                  ) -> tuple[np.ndarray, np.ndarray]:
+  """Values of `metric` for methods a and b (results.json rows) on the runs both have, matched on `key`, in
+  key order (a later duplicate row wins). A missing value is NaN: each caller drops what its test needs."""
+  def by_key(method):
+    return {tuple(r[k] for k in key): np.nan if (v := r["metrics"].get(metric)) is None else float(v)
+            for r in rows if r["method"] == method}
+  va, vb = by_key(a), by_key(b)
+  keys = sorted(va.keys() & vb.keys())
+  return np.array([va[k] for k in keys], np.float64), np.array([vb[k] for k in keys], np.float64)
 
 
 def wilcoxon_paired(a, b, *, alternative: str = "two-sided") -> float:

@@ -1,10 +1,7 @@
 """Representation comparisons: linear CKA and a linear-probe accuracy (numpy / scikit-learn).
 
-Linear CKA (Kornblith et al., 2019) between feature matrices X [n, p] and Y [n, q] of the
-same n inputs, after centring each column:
-    CKA(X, Y) = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F),
-1 for features equal up to an orthogonal map and isotropic scaling, near 0 for unrelated ones.
-"""
+Linear CKA (Kornblith et al., 2019) of column-centred X [n, p], Y [n, q]:
+CKA(X, Y) = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F), 1 up to orthogonal maps and isotropic scaling."""
 
 import numpy as np
 

@@ -10,18 +10,10 @@ __all__ = ["sinusoidal", "TimeIntervalEmbed"]
 
 
 def sinusoidal(t: jax.Array, dim: int, *, max_freq: float = 30.0, min_freq: float = 1.0) -> jax.Array:
-  """Sin/cos features of a scalar time with geometric angular frequencies in [min_freq, max_freq].
+  """Sin/cos features [B, dim] (dim even) of times [B], geometric angular frequencies in [min_freq, max_freq].
 
-  The top frequency is bounded (default 30 rad per unit time) so that a finite-difference step
-  of size delta moves the fastest feature by `max_freq * delta` rad, well under 1 for
-  delta = 0.01 (a 1000x-scaled embedding makes the Euler difference meaningless).
-
-  Args:
-    t: [B] times.
-    dim: even number of output features.
-  Returns:
-    [B, dim] features.
-  """
+  The top frequency is bounded so a finite-difference step delta moves the fastest feature by
+  `max_freq * delta` rad, well under 1 for delta = 0.01 (else the Euler difference is meaningless)."""
   half = dim // 2
   freqs = jnp.exp(jnp.linspace(math.log(min_freq), math.log(max_freq), half, dtype=t.dtype))
   ang = t[:, None] * freqs[None, :]

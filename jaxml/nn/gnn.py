@@ -1,17 +1,9 @@
 """Graph neural network backbones with sparse message passing (GCN, GAT, APPNP).
 
-Graphs are edge lists: `edges: [2, E] int32` (row 0 = source j, row 1 = target i), symmetric,
-without self-loops (the layers add them). Messages are gathered per edge and summed per target
-with `jax.ops.segment_sum`, so memory is O(E + N) rather than O(N^2). Node features are either a
-dense `[N, F]` array or a `SparseFeatures` triple (COO rows/cols/values; padded entries carry
-value 0, so padding never changes a result). Every backbone returns a dict with
-
-  logits [N, K]   the classifier output
-  q      [N, d]   the node-own first-layer latent `x W1` (before any message passing)
-  z      [N, d]   the pre-logit latent (input of the last linear map)
-
-so post-hoc methods can read latents without re-implementing the network.
-"""
+Graphs are edge lists `edges: [2, E] int32` (row 0 = source, row 1 = target), symmetric, without
+self-loops (the layers add them); messages are summed with `jax.ops.segment_sum` (O(E + N) memory).
+Features are dense `[N, F]` or `SparseFeatures` (COO; padding carries value 0). Every backbone returns
+logits [N, K], q [N, d] (the node-own first-layer latent `x W1`) and z [N, d] (the pre-logit latent)."""
 
 from typing import NamedTuple
 
@@ -118,12 +110,9 @@ class GCN(nn.Module):
 
 
 class GAT(nn.Module):
-  """Two-layer GAT (Veličković et al. 2018) with edge softmax over in-edges (self-loops included).
-
-  Layer: g = x W (per head), e_ji = LeakyReLU(a_s·g_j + a_t·g_i), α_ji = softmax_j e_ji,
-  out_i = Σ_j α_ji g_j. Hidden heads are concatenated and passed through ELU; the output layer has
-  one head. q = X W1 (all heads), z = the hidden representation fed to the output layer.
-  """
+  """Two-layer GAT (Veličković et al. 2018), edge softmax over in-edges (self-loops included):
+  e_ji = LeakyReLU(a_s·g_j + a_t·g_i), out_i = Σ_j softmax_j(e_ji) g_j; hidden heads concatenated + ELU,
+  one output head. q = X W1 (all heads), z = the hidden representation."""
 
   num_classes: int
   num_features: int

@@ -1,10 +1,7 @@
 """A small N-D U-Net (1-D signals, 2-D images) with FiLM conditioning, for flow-map models.
 
-Input `[B, *spatial, C]`, conditioning vector `[B, D]`; output has the input's shape. Each level
-has `blocks` residual blocks (GroupNorm, SiLU, conv, FiLM scale/shift from the conditioning);
-self-attention (XLA dot-product, forward-mode differentiable) at the lowest resolution only.
-Spatial sizes must be divisible by `2 ** (len(channels) - 1)`.
-"""
+Input `[B, *spatial, C]`, conditioning `[B, D]`; residual blocks (GroupNorm, SiLU, conv, FiLM) and
+self-attention at the lowest resolution; spatial sizes divisible by `2 ** (len(channels) - 1)`."""
 
 from typing import Sequence
 

@@ -1,11 +1,9 @@
 """SMILE: stochastic-gradient microcanonical Langevin ensembles (ICML 2026) on blackjax 1.7.
 
-`psmile` (pSMILE with L and an ε cap chosen from the chains during warmup: the default for posteriors;
-`auto_l`), the bare kernels with the authors' defaults (`kernel.psmile`, `smile`, `build_kernel`), the step-size tuners as `Tuner(init, update)` values and the
-noise preconditioner (`adaptation`), BNN targets and predictive metrics (`targets`), the chain runner
-(`chains`), SG-MCMC baselines (`baselines`), the ensemble member method (`api`) and the
-ensemble → warmup → sampling pipeline with step-size selection (`pipeline`).
-"""
+`psmile` (`auto_l`: L and an ε cap chosen during warmup; the default for posteriors), the bare kernels
+(`kernel`), step-size tuners and the noise preconditioner (`adaptation`), BNN targets (`targets`), the
+chain runner (`chains`), SG-MCMC baselines (`baselines`), the ensemble method (`api`) and the
+ensemble → warmup → sampling pipeline (`pipeline`)."""
 
 from jaxml.smile.adaptation import (PrecondConfig, PrecondState, RefConfig, StepInput, Tuner, TunerState,
                                     fixed_tuner, gamma_quantile, mile_warmup, per_chain_tuner, precond_init,

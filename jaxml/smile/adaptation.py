@@ -1,34 +1,23 @@
 """Step-size tuners, the gradient-noise preconditioner and the MILE warmup, as pure functions.
 
-A tuner is a value, `Tuner(init, update)`, as an optax transformation is: `init(position) -> state` and
-`update(state, step: StepInput) -> (next ε, state, reset)`, where `reset` asks the kernel to revert the step.
-The kernel takes one tuner and knows none by name. Three are kept:
+A tuner is a value, `Tuner(init, update)` (as an optax transformation): `init(position) -> state`,
+`update(state, step: StepInput) -> (next ε, state, reset)`; the kernel knows none by name.
 
-- `ref_tuner` (the authors' rule). It works on a = |ΔE|, the absolute energy error of one minibatch step,
-  keeps exponentially weighted moments (μ, σ_E) of a, fits a Gamma law by moment matching
-  (k = μ²/σ_E², θ = σ_E²/μ) and reads quantiles with the Wilson–Hilferty approximation
-  Q(p) = k θ (1 − 1/(9k) + z_p / (3√k))³, z_p = Φ⁻¹(p):
-  reset a > Q(p_reset) (revert θ, zero the velocity); shrink ε ← ε(1 − δ) when a > Q(1 − 2α/3);
-  grow ε ← ε(1 + δ) when a < Q(α/3); a non-finite step halves ε and leaves the statistics untouched.
-  It has no absolute target: ε drifts when batch-to-batch changes of log p̂ dominate |ΔE|.
-- `virial_tuner` (ours): a Robbins–Monro median tracker that steers the configurational temperature
-  T̂ = −(θ − θ₀)·∇log p̂(θ)/d (E_π[T̂] = 1 exactly, with or without minibatch noise) to `target`:
-  log ε moves by ±γ_t/2 by the sign of T̂ − target, after a settle phase (settle_frac of the warmup) in which
-  the chains travel from their starts. Gain γ_t = γ₀ up to h = adapt_steps/2, then γ₀h/t; over (h, W] it
-  averages log ε and at t = W = adapt_steps freezes ε at the average (adapt_steps = 0: constant gain, never
-  frozen). With pool_chains the signal and the non-finite flag are averaged over the chains that share ε₀
-  (vmapped with axis_name=CHAIN_AXIS, as the chain runner does), so they share one ε. No extra gradient.
-- `fixed_tuner`: a fixed ε (the naive kernels); a non-finite step halves ε (our guardrail) or, with
-  `halve_nonfinite=False` (the reference), only counts.
+- `ref_tuner` (the authors' rule): exponentially weighted moments (μ, σ_E) of a = |ΔE| fit a Gamma law
+  (k = μ²/σ_E², θ = σ_E²/μ), read with Wilson–Hilferty, Q(p) = k θ (1 − 1/(9k) + z_p / (3√k))³:
+  reset when a > Q(p_reset); ε ← ε(1 − δ) when a > Q(1 − 2α/3); ε ← ε(1 + δ) when a < Q(α/3); a
+  non-finite step halves ε. No absolute target: ε drifts when batch-to-batch changes of log p̂ dominate.
+- `virial_tuner` (ours): a Robbins–Monro median tracker steering T̂ = −(θ − θ₀)·∇log p̂(θ)/d (E_π[T̂] = 1,
+  minibatch noise or not) to `target`: log ε moves ±γ_t/2 by the sign of T̂ − target after a settle phase;
+  γ_t = γ₀ up to h = adapt_steps/2, then γ₀h/t; log ε averaged over (h, W] and frozen at W = adapt_steps.
+  pool_chains averages the signal over chains sharing ε₀ (axis_name=CHAIN_AXIS). No extra gradient.
+- `fixed_tuner`: a fixed ε; a non-finite step halves it (or, `halve_nonfinite=False`, only counts).
+`per_chain_tuner(tuner, off)` picks one of two tuners per chain, so both run in one compile.
 
-`per_chain_tuner(tuner, off)` switches between two tuners per chain by a flag in its state, so that tuned and
-fixed-ε chains run in one compile.
-
-The pSMILE preconditioner estimates the per-coordinate standard deviation of the minibatch gradient with the
-running noise estimator of scale-adapted SGHMC, m ← (1−ρ) m + ρ g, w ← max((1−ρ) w + ρ (g − m)², 1e-7), and
-scales the velocity with c = 1/r, r = q / rms(q), q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max]
-(the kernel's `clamp`), so that c ⊙ ξ is (diagonally) isotropic. blackjax calls c² the inverse mass matrix.
-"""
+The pSMILE preconditioner tracks the minibatch gradient noise as scale-adapted SGHMC does,
+m ← (1−ρ) m + ρ g, w ← max((1−ρ) w + ρ (g − m)², 1e-7), and scales the velocity by c = 1/r,
+r = q / rms(q), q = clip(√w, 1e-2, 1e4), r clamped to [r_min, r_max] (`clamp`); c² is blackjax's
+inverse mass matrix."""
 
 from typing import Any, Callable, NamedTuple
 
@@ -224,14 +213,10 @@ def pool_over_chains(value: jax.Array, key: jax.Array) -> jax.Array:
 
 
 def virial_temperature(offset: jax.Array, logdensity_grad: jax.Array) -> jax.Array:
-  """T̂ = −(θ − θ₀)·∇log p̂(θ) / d, the configurational (virial) temperature of one state; `offset` = θ − θ₀.
+  """T̂ = −(θ − θ₀)·∇log p̂(θ) / d, the configurational (virial) temperature; `offset` = θ − θ₀.
 
-  Under any target π ∝ e^{−U} that vanishes fast enough at infinity, integration by parts gives
-  E_π[(θ_i − c_i) ∂_i U] = 1 for every coordinate and any constant c, so E_π[T̂] = 1 exactly; a minibatch
-  gradient is unbiased, so its noise does not move the mean. A sampler whose chains run hot (too large ε for
-  the gradient noise) shows T̂ > 1. The kernel takes c = θ₀, the chain's start: a constant, so no bias, and
-  close to the posterior mass, so (θ − θ₀)·noise stays small.
-  """
+  By integration by parts E_π[(θ_i − c_i) ∂_i U] = 1 for any constant c, so E_π[T̂] = 1 exactly, and an
+  unbiased minibatch gradient does not move the mean; chains running hot show T̂ > 1."""
   return -jnp.vdot(offset, logdensity_grad) / offset.shape[0]
 
 
@@ -323,12 +308,9 @@ def mile_warmup(logdensity_fn: Callable[[Any], jax.Array], position: Any, rng: j
                 desired_energy_var: float = 0.1, num_effective_samples: int = 100,
                 trust_in_estimate: float = 1.5, l_factor: float = 0.4, initial_step_size: float = 1e-3,
                 diagonal_preconditioning: bool = False):
-  """MILE-style full-batch MCLMC warmup via `blackjax.mclmc_find_L_and_step_size`.
-
-  Returns (IntegratorState, MCLMCAdaptationState(L, step_size, inverse_mass_matrix),
-  num_tuning_steps). MILE decays its energy-variance target 0.5 → 0.1; blackjax takes one
-  constant, so `desired_energy_var` (0.1 by default) is used throughout.
-  """
+  """MILE-style full-batch MCLMC warmup via `blackjax.mclmc_find_L_and_step_size`; returns (IntegratorState,
+  MCLMCAdaptationState, num_tuning_steps). MILE decays its energy-variance target 0.5 → 0.1; blackjax takes
+  one constant, `desired_energy_var`."""
   init_rng, tune_rng = jax.random.split(rng)
   dim = ravel_pytree(position)[0].shape[0]
   state = mclmc.init(position, logdensity_fn, init_rng)

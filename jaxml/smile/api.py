@@ -1,12 +1,8 @@
 """The ensemble ("E" of SMILE) as a `core.Method`: K independently initialised MAP members.
 
-Parameters carry a leading member axis [K, ...]; a batch holds one minibatch per member
-(x: [K, b, p], y: [K, b]), so each member sees its own shuffle. The loss is
-Σ_k mean_i −log N(y_ki | μ_k(x_ki), σ_k²): the members' gradients do not interact, and
-with a per-parameter optimizer (adam/adamw, no global-norm clipping) the result equals K
-separate trainings. Weight decay of adamw is the MAP regulariser, as in the reference.
-`eval_fn` gives each member's validation NLL (the early-stopping signal).
-"""
+Parameters carry a leading member axis [K, ...]; a batch holds one minibatch per member (x: [K, b, p],
+y: [K, b]). The loss Σ_k mean_i −log N(y_ki | μ_k(x_ki), σ_k²) does not couple members, so with a
+per-parameter optimizer it equals K separate trainings. `eval_fn` gives each member's validation NLL."""
 
 from typing import Any, Callable
 
@@ -16,7 +12,7 @@ import jax.numpy as jnp
 from jaxml import core
 from jaxml.smile import targets
 
-__all__ = ["make_method", "make_classifier_method", "make_model", "member_nll", "num_params"]
+__all__ = ["make_method", "make_classifier_method", "make_model", "member_nll"]
 
 
 def make_model(config: Any) -> targets.RegressionModel:
@@ -34,11 +30,6 @@ def member_nll(model: targets.RegressionModel, params: Any, x: jax.Array, y: jax
   if fixed_sigma:
     log_sigma = jnp.zeros_like(log_sigma)
   return -jnp.mean(targets.gaussian_loglik(y, mu, log_sigma))
-
-
-def num_params(model: targets.RegressionModel, num_features: int) -> int:
-  params = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, num_features)))
-  return int(sum(x.size for x in jax.tree.leaves(params)))
 
 
 def make_method(config: Any) -> core.Method:
@@ -62,7 +53,6 @@ def make_method(config: Any) -> core.Method:
     return {"nll": jax.vmap(lambda p: member_nll(model, p, batch["x"], batch["y"], fixed))(params)}
 
   return core.Method(init, loss_fn, eval_fn)
-
 
 
 def make_classifier_method(apply_fn: Callable, init_fn: Callable, num_members: int) -> core.Method:

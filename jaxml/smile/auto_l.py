@@ -1,42 +1,26 @@
 """pSMILE as `jaxml.smile.psmile`: its partial-refresh length L chosen from the chain's own position variance.
 
-`kernel.psmile` is the bare kernel with the authors' defaults (L = ∞, their step-size rule), for reproduction.
-
-With L = ∞ (the kernel's default) the minibatch gradient noise is the only momentum refresh: at full batch
-the flow is deterministic and not ergodic, and with anisotropic noise the spread comes out biased (the known
-posteriors of `posteriors` show it; docs/methods/smile.md, "Defaults"). blackjax's
-`mclmc_find_L_and_step_size` sets L = l_factor · √(Σ_i Var θ_i) from the sample variance of a tuning run;
-`psmile` does the same online, per chain, during warmup:
+`kernel.psmile` is the bare kernel with the authors' defaults (L = ∞), for reproduction. With L = ∞ the
+minibatch noise is the only momentum refresh: at full batch the flow is not ergodic, and anisotropic noise
+biases the spread (docs/methods/smile.md, "Defaults"). Like blackjax's `mclmc_find_L_and_step_size`
+(L = l_factor · √(Σ_i Var θ_i)), `psmile` sets L online, per chain, during warmup:
 
   m ← m + r_t (θ − m),  v ← (1 − r_t)(v + r_t (θ − m_old)²),  r_t = min(forget / t, 1),
   L_t = l_factor · √(Σ_i v_i)  (≥ l_floor · ε_t in the first half of the warmup),
 
-a running variance whose weights grow like (s/t)^(forget − 1) (forget = 2 down-weights the transient from the
-start); in the first half of the warmup L is also floored at l_floor · ε so that the first steps, whose variance
-estimate is still near zero, are not all refresh. L is updated every step
-up to `adapt_steps`, then frozen; without a run length (`num_steps` and `adapt_steps` both None) it keeps
-adapting with the decaying rate r_t. An explicit `L=` is used as is (L = ∞ warns: biased spread). `adapt_steps`
-defaults to `adapt_frac` (½) of `num_steps`. The default step-size rule is none (ε₀, lowered only by the
-noise cap below); a `tuner=` value from `adaptation` replaces it (build it with its own `adapt_steps`).
+updated up to `adapt_steps` (default `adapt_frac` of `num_steps`; never frozen without a run length), then
+frozen. An explicit `L=` is used as is (L = ∞ warns). The default step-size rule is none (ε₀ under the
+noise cap); a `tuner=` from `adaptation` replaces it.
 
-Noise cap on ε. A finite L alone does not remove the spread bias of minibatch runs: a noisy force h = c⊙(g + ξ)
-turns the unit velocity by δ = ε|h_⊥|/(d − 1) per step, and when the noise part of δ is O(1) the velocity
-follows the noise direction (θ walks along normalised noisy gradients, whose law is not the posterior). The
-wrapper estimates the noise variance per coordinate as σ̂² = mean_j (g_t − 2g_{t−1} + g_{t−2})_j² / 6 (running,
-rate r_t; three consecutive batches, whose independent noises add 6σ² while a smooth drift of g cancels) and, in the second half of the warmup, lowers ε to
+Noise cap on ε: when the noise part of the velocity turn ε|h_⊥|/(d − 1) is O(1), θ follows normalised noisy
+gradients, whose law is not the posterior. With σ̂² = mean_j (g_t − 2g_{t−1} + g_{t−2})_j² / 6 (three
+consecutive batches: the noise adds 6σ², a smooth drift cancels), the second half of the warmup lowers ε to
 
   ε ≤ κ (d − 1) / √(d σ̂²)        (κ = noise_kappa = 0.3),
 
-so that the noise turns u by at most ~κ per step. At full batch the second difference is only the curvature of g's path,
-and the cap is also gated: it acts only while the running ΔE²/d
-exceeds `energy_gate` (1), which the batch-to-batch change of log p̂ makes large with minibatches and the
-integration error keeps small at full batch. The first half of the warmup still travels at ε₀. After
-the warmup ε is no longer capped (the kernel's tuner, if on, keeps its own rule).
-
-The wrapper only calls the public kernel API (`kernel.psmile(...)`, `.init`, `.step`) and reads / writes the
-public fields of its `SmileState` (position, gradient, step size): the sampler is rebuilt inside every step
-with the state's (traced) L, which the kernel accepts as an array.
-"""
+gated on the running ΔE²/d exceeding `energy_gate` (large with minibatches, small at full batch). After
+warmup ε is no longer capped. The wrapper uses only the kernel's public API and `SmileState` fields,
+rebuilding the sampler each step with the state's traced L."""
 
 import math
 import warnings
@@ -88,21 +72,18 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
                 l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,
                 energy_gate: float = ENERGY_GATE, precondition: bool = True, tuner: adapt.Tuner | None = None,
                 **kwargs: Any) -> kernel.Sampler:
-  """pSMILE whose L is set during warmup from each chain's running position variance (see module docstring).
+  """pSMILE whose L is set during warmup from each chain's running position variance (module docstring).
 
   Args:
     logdensity_fn: `logdensity_fn(position, minibatch) -> scalar` minibatch log posterior.
     step_size: initial ε₀ (float or traced array).
-    L: explicit refresh length; given, it overrides the automatic choice (∞ warns: biased spread).
-    num_steps: total steps of the run (warmup + sampling), if known: sets adapt_steps = adapt_frac · num_steps.
-    adapt_steps: steps during which L adapts (then frozen); None with num_steps None: never frozen.
+    L: explicit refresh length, overriding the automatic choice (∞ warns: biased spread).
+    num_steps / adapt_steps: run length (adapt_steps = adapt_frac · num_steps) / steps L adapts, then frozen.
     l_factor: L = l_factor · √(Σ Var θ);  forget: rate forget/t of the running variance; l_floor: L ≥ l_floor · ε.
-    tuner: step-size rule (`adaptation`); default none: fixed ε₀ under the noise cap. It was chosen over the
-      authors' `ref_tuner()` by the mean over two chain keys on the `posteriors` suite (docs/methods/smile.md).
+    tuner: step-size rule (`adaptation`); default none (fixed ε₀ under the noise cap), chosen over the
+      authors' `ref_tuner()` on the `posteriors` suite (docs/methods/smile.md).
     precondition, **kwargs: as for `kernel.psmile` (precond, clamp, same_batch_energy).
-  Returns:
-    Sampler(init, step, grads_per_step) with state `AutoLState` (the kernel's SmileState in `.smile`).
-  """
+  Returns Sampler(init, step, grads_per_step) with state `AutoLState` (the kernel's SmileState in `.smile`)."""
   if adapt_steps is None and num_steps is not None:
     adapt_steps = int(adapt_frac * num_steps)
   build = lambda length, eps: kernel.psmile(logdensity_fn, step_size=eps, L=length, precondition=precondition,

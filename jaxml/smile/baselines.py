@@ -1,16 +1,10 @@
 """SG-MCMC baselines as `ChainKernel`s on the same minibatch log posterior as SMILE.
 
-- SGLD (blackjax's overdamped-Langevin Euler solver, the solver behind `blackjax.sgld`):
-  θ ← θ + ε ĝ + sqrt(2 T ε) z.
-- Cyclical SGLD: the same solver with a cosine cyclic step size
-  ε_t = ε₀/2 (cos(π · (t mod P) / P) + 1), P = total steps / cycles; during the first
-  `explore_frac` of each cycle the noise is off (T = 0, an SGD-like exploration stage) and no
-  sample is kept.
-- SGHMC with momentum carried across batches (blackjax `diffusions.sghmc(alpha=m/ε, beta=0)`):
-  θ ← θ + ε p;  p ← (1 − m) p + ε ĝ + sqrt(2 m T) z.  m is the momentum decay per step.
-Each takes one minibatch gradient per step (b PEG). Divergent chains are not rescued: a
-non-finite position is counted and left as is (SG baselines have no guardrails).
-"""
+- SGLD (blackjax's overdamped-Langevin solver): θ ← θ + ε ĝ + sqrt(2 T ε) z.
+- Cyclical SGLD: ε_t = ε₀/2 (cos(π (t mod P) / P) + 1), P = steps / cycles; the first `explore_frac` of a
+  cycle runs without noise and keeps no sample.
+- SGHMC (blackjax `diffusions.sghmc(alpha=m/ε, beta=0)`): θ ← θ + ε p;  p ← (1 − m) p + ε ĝ + sqrt(2 m T) z.
+One minibatch gradient per step (b PEG); non-finite positions are counted, not rescued."""
 
 import math
 from typing import Callable

@@ -1,12 +1,8 @@
 """Minibatch chain runner shared by SMILE and the SG-MCMC baselines, plus full-batch MCLMC.
 
-Every chain walks its own random permutation of the training rows in chunks of b (the last
-incomplete chunk is dropped); all chains advance together inside one `lax.scan` over steps,
-with the per-step kernel `vmap`ped over chains. Warmup steps are discarded; then
-`num_samples` samples are kept, one every `thin` steps. Cost is counted in per-example
-gradient evaluations (PEG): a kernel that takes g minibatch gradients per step costs g·b
-PEG per step, plus b for the initial gradient; a full-batch MCLMC step costs 2N.
-"""
+Each chain walks its own permutation of the rows in chunks of b; all chains advance in one `lax.scan`,
+the kernel `vmap`ped over chains. Cost is in per-example gradient evaluations (PEG): g·b per step for
+g minibatch gradients, plus b initially; a full-batch MCLMC step costs 2N."""
 
 from typing import Any, Callable, NamedTuple
 
@@ -25,12 +21,8 @@ __all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "auto_chain_kerne
 class ChainKernel(NamedTuple):
   """init(position, minibatch, rng, hyper) -> state; step(rng, state, minibatch, t) -> (state, info).
 
-  `hyper` is a dict of per-chain values (e.g. {"step_size": ε₀}) that may override the kernel's
-  defaults, so that a step-size grid or several variants run as extra chains of one compile.
-
-  info is a dict with scalar entries "logdensity", "reset", "nonfinite", "step_size".
-  `keep(t)` says whether a sample taken at step t counts (cyclical SGLD drops exploration).
-  """
+  `hyper`: per-chain overrides (e.g. {"step_size": ε₀}), so grids run as extra chains of one compile. info
+  holds scalar "logdensity", "reset", "nonfinite", "step_size"; `keep(t)` says whether a sample at t counts."""
 
   init: Callable[..., Any]
   step: Callable[..., tuple[Any, dict]]
@@ -102,13 +94,8 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
                       num_samples: int, thin: int) -> Callable[..., ChainResult]:
   """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}, chain_ids=None) -> ChainResult`.
 
-  hypers: dict of per-chain arrays [C, ...] handed to `kernel.init`. chain_ids: int [C] (default
-  0..C-1), traced; every per-chain key (init, per-step, data permutation) is `fold_in(·, id)`, so a
-  chain with the same id, start and hypers gives the same draws whatever else runs beside it. Steps per chain:
-  num_warmup + num_samples · thin, with num_warmup rounded down to a multiple of thin
-  (warmup runs as discarded blocks of the same scan, so the step is compiled once).
-  Reusing the runner for another split of the same shapes does not recompile.
-  """
+  Per-chain keys are `fold_in(·, id)`, so a chain's draws do not depend on what runs beside it. Steps per
+  chain: num_warmup (rounded down to a multiple of thin) + num_samples · thin; one compile per shapes."""
   n = int(data_size)
   b = int(batch_size)
   per_epoch = n // b
@@ -186,12 +173,8 @@ def run_chains(kernel: ChainKernel, positions: Any, data: dict, rng: jax.Array, 
 def make_mclmc_runner(make_logdensity: Callable[[jax.Array, jax.Array], Callable[[Any], jax.Array]], *,
                       num_chains: int, data_size: int, num_tune: int, num_samples: int, thin: int,
                       **mile_kwargs: Any) -> Callable[..., ChainResult]:
-  """Jitted full-batch MCLMC / MILE runner: `mile_warmup` tuning, then thinned sampling, vmapped.
-
-  `make_logdensity(x, y)` builds the full-batch log posterior from the (traced) data, so one
-  compile serves every split of the same shapes. PEG per chain = 2N · (tuning steps +
-  num_samples · thin) + N (initial gradient).
-  """
+  """Jitted full-batch MCLMC / MILE runner (`mile_warmup`, then thinned sampling), vmapped; one compile per
+  data shapes. PEG per chain = 2N · (tuning steps + num_samples · thin) + N."""
   kernel = mclmc.build_kernel(integrator=integrators.isokinetic_mclachlan)
   counted = {}
 

@@ -1,20 +1,10 @@
 """Known-posterior checks for samplers: targets with a reference mean and standard deviation.
 
-Each `Check` is a minibatch log density `logdensity_fn(θ, batch)` (as SMILE and the SG baselines
-take it) over a flat θ ∈ R^d, the data it walks (x: [N, p], y: [N]; a full-batch target has
-N = batch size, so every step sees the same "batch"), and the reference posterior mean / std:
-
-- `linear_regression`: Bayesian linear regression with known noise, closed-form Gaussian posterior.
-- `logistic_regression`: Bayesian logistic regression on a seeded synthetic set; reference from
-  multi-chain blackjax NUTS (`nuts_reference`, R-hat checked), cached under the user cache dir.
-- `anisotropic_gaussian`: diagonal Gaussian with log-spaced scales (full batch).
-- `funnel`: Neal's funnel v ~ N(0, σ_v²), x_i | v ~ N(0, e^v) in low dimension (full batch);
-  reference std of x_i is exp(σ_v²/4).
-
-`spread_errors` scores samples in reference-std units: the root-mean-square over coordinates of
-(mean − ref_mean)/ref_std and of (std − ref_std)/ref_std. `run_spread` runs the SMILE variants and SGLD on one
-check at equal per-example gradients (the `spread` preset of the smile_uci experiment).
-"""
+A `Check` is a minibatch log density `logdensity_fn(θ, batch)` over a flat θ ∈ R^d, the data it walks
+(x [N, p], y [N]; a full-batch target has N = batch size), and the reference mean / std: linear regression
+(closed form), logistic regression (cached multi-chain NUTS, `nuts_reference`), an anisotropic Gaussian and
+Neal's funnel. `spread_errors` scores samples in reference-std units (rms of the mean and std errors);
+`run_spread` runs the SMILE variants and SGLD at equal per-example gradients (smile_uci's `spread` preset)."""
 
 import hashlib
 import os
@@ -28,7 +18,8 @@ import numpy as np
 from jaxml.smile import adaptation, baselines, chains, kernel
 
 __all__ = ["Check", "linear_regression", "logistic_regression", "anisotropic_gaussian", "funnel",
-           "nuts_reference", "spread_errors", "cache_dir", "CHECKS", "SPREAD_METHODS", "spread_kernels", "run_spread"]
+           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors", "cache_dir",
+           "CHECKS", "SPREAD_METHODS", "spread_kernels", "run_spread"]
 
 
 class Check(NamedTuple):
@@ -50,6 +41,13 @@ def _synthetic(n: int, p: int, seed: int, correlation: float = 0.8) -> tuple[np.
   return x.astype(np.float32), w
 
 
+def logistic_data(n: int = 512, p: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+  """`logistic_regression`'s seeded synthetic set: x [n, p] float32 (features 0, 1 correlated), y [n] in {0, 1}."""
+  x, w = _synthetic(n, p, seed)
+  prob = 1.0 / (1.0 + np.exp(-(x @ w)))
+  return x, (np.random.default_rng(seed + 1).uniform(size=n) < prob).astype(np.float32)
+
+
 def linear_regression(n: int = 512, p: int = 6, noise: float = 0.5, prior: float = 1.0, batch_size: int = 32,
                       seed: int = 0, correlation: float = 0.8) -> Check:
   """y = x·w + N(0, noise²), prior w ~ N(0, prior²): posterior N(Λ⁻¹ xᵀy/σ², Λ⁻¹), Λ = xᵀx/σ² + I/prior²."""
@@ -69,7 +67,8 @@ def linear_regression(n: int = 512, p: int = 6, noise: float = 0.5, prior: float
                np.sqrt(np.diag(cov)), 0.1)
 
 
-def _logistic_logdensity(n: int, prior: float):
+def logistic_logdensity(n: int, prior: float) -> Callable[[jax.Array, dict], jax.Array]:
+  """Minibatch log posterior of logistic regression with prior N(0, prior²) on n rows."""
   def logdensity_fn(theta, batch):
     logits = batch["x"] @ theta
     ll = batch["y"] * logits - jnp.logaddexp(0.0, logits)
@@ -116,10 +115,8 @@ def nuts_reference(logdensity_fn: Callable[[jax.Array], jax.Array], dim: int, *,
 def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size: int = 32, seed: int = 0,
                         use_cache: bool = True) -> Check:
   """Bayesian logistic regression on a seeded synthetic set; NUTS reference (cached by settings)."""
-  x, w = _synthetic(n, p, seed)
-  prob = 1.0 / (1.0 + np.exp(-(x @ w)))
-  y = (np.random.default_rng(seed + 1).uniform(size=n) < prob).astype(np.float32)
-  logdensity_fn = _logistic_logdensity(n, prior)
+  x, y = logistic_data(n, p, seed)
+  logdensity_fn = logistic_logdensity(n, prior)
   data = {"x": jnp.asarray(x), "y": jnp.asarray(y)}
   key = hashlib.sha256(f"logreg-v1-{n}-{p}-{prior}-{seed}".encode()).hexdigest()[:16]
   path = os.path.join(cache_dir(), f"logreg_{key}.npz")
@@ -134,7 +131,8 @@ def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size
   return Check("logreg", logdensity_fn, data, batch_size, np.asarray(mean), np.asarray(std), 0.1)
 
 
-def _dummy_data() -> dict:
+def full_batch_data() -> dict:
+  """A one-row placeholder batch for full-batch targets, whose log density ignores it."""
   return {"x": jnp.zeros((1, 1), jnp.float32), "y": jnp.zeros((1,), jnp.float32)}
 
 
@@ -147,7 +145,7 @@ def anisotropic_gaussian(dim: int = 8, max_scale: float = 10.0) -> Check:
     del batch
     return -0.5 * jnp.sum(inv_var * theta ** 2)
 
-  return Check("gauss", logdensity_fn, _dummy_data(), 1, np.zeros(dim), scales, 1.0)
+  return Check("gauss", logdensity_fn, full_batch_data(), 1, np.zeros(dim), scales, 1.0)
 
 
 def funnel(dim: int = 5, sigma_v: float = 1.0) -> Check:
@@ -160,7 +158,7 @@ def funnel(dim: int = 5, sigma_v: float = 1.0) -> Check:
 
   std = np.full(dim, np.exp(sigma_v ** 2 / 4.0))
   std[0] = sigma_v
-  return Check("funnel", logdensity_fn, _dummy_data(), 1, np.zeros(dim), std, 0.5)
+  return Check("funnel", logdensity_fn, full_batch_data(), 1, np.zeros(dim), std, 0.5)
 
 
 def spread_errors(samples: np.ndarray, check: Check) -> tuple[float, float]:

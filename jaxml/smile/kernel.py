@@ -1,23 +1,14 @@
 """SMILE kernels: minibatch microcanonical Langevin steps built from blackjax integrator parts.
 
-One step (one chain) on the minibatch log posterior log p̂_B(θ) = log p(θ) + (N/b) Σ_B log p(y|x,θ):
+One step on log p̂_B(θ) = log p(θ) + (N/b) Σ_B log p(y|x,θ): (pSMILE) inverse mass matrix c² from the
+gradient-noise statistics; optional partial refresh of the unit velocity u (L finite); one isokinetic
+McLachlan step V(b1 ε) X(ε/2) V(b2 ε) X(ε/2) V(b1 ε) (V the exact ESH velocity map, X: θ ← θ + (ε/2) c⊙u
+and (ℓ, g) on the current batch; 2 batch gradients per step, the first V reusing the previous batch's, as
+the reference does); ΔE = ΔK − (ℓ_new − ℓ_old); the tuner gives the next ε and may ask for a reset (revert
+θ, ℓ, g, zero u); a non-finite step is reverted with u reversed; (pSMILE) the preconditioner absorbs g.
 
-1. (pSMILE) inverse mass matrix c² from the running gradient-noise statistics;
-2. optional partial refresh of the unit velocity u (L finite; default L = ∞: the minibatch
-   noise plays the refresh's role);
-3. one isokinetic McLachlan step  V(b1 ε) X(ε/2) V(b2 ε) X(ε/2) V(b1 ε)  where V is the exact
-   ESH velocity map (`esh_dynamics_momentum_update_one_step`) and X moves θ ← θ + (ε/2) c⊙u and
-   evaluates (ℓ, g) on the current batch (2 batch gradients per step; the first V reuses the
-   previous batch's gradient, as the reference does);
-4. ΔE = ΔK − (ℓ_new − ℓ_old);
-5. the tuner (`adaptation.Tuner`) gives the next ε and may ask for a reset; a non-finite ΔE / θ / ℓ / g
-   reverts the step and reverses the unit velocity, a reset reverts θ, ℓ, g and zeros u (reference);
-6. (pSMILE) the preconditioner statistics absorb the new raw gradient of a kept step.
-
-The kernel knows no tuner by name: SMILE = `smile(tuner=ref_tuner())` (the default), SMILE-naive =
-`smile(tuner=fixed_tuner())`, and `psmile` the same with the preconditioner. Whether a chain is preconditioned
-and whether its r is clamped are per-chain flags of the state, so variants run as chains of one compile.
-"""
+SMILE = `smile(tuner=ref_tuner())`, SMILE-naive = `smile(tuner=fixed_tuner())`, `psmile` the same with the
+preconditioner; preconditioning and r clamping are per-chain flags, so variants share one compile."""
 
 import math
 from typing import Any, Callable, NamedTuple
@@ -99,13 +90,9 @@ def _bind(logdensity_fn: Callable[[Any, Any], jax.Array], minibatch: Any) -> Cal
 
 def make_integrator(logdensity_fn: Callable[[Any], jax.Array], inverse_mass_matrix: Any = 1.0, *,
                     sanitize: bool = True, coefficients=integrators.mclachlan_coefficients):
-  """Isokinetic integrator (recipe B) whose position op also checks and cleans gradients.
-
-  Returns `step(state, step_size) -> (IntegratorState, kinetic_change, finite)`; `finite` is
-  False if any evaluated ℓ or g was non-finite. With `sanitize`, NaN gradients become 0 and
-  every coordinate is clipped to ±GRAD_CLIP before the velocity map uses it. For finite
-  gradients inside the clip range it equals `integrators.isokinetic_mclachlan` exactly.
-  """
+  """Isokinetic integrator (recipe B) whose position op also checks and cleans gradients: `step(state,
+  step_size) -> (IntegratorState, kinetic_change, finite)`. With `sanitize`, NaN gradients become 0 and
+  coordinates are clipped to ±GRAD_CLIP; otherwise it equals `integrators.isokinetic_mclachlan` exactly."""
   value_and_grad = jax.value_and_grad(logdensity_fn)
 
   def position_op(position, kinetic_grad, step_size, coef, aux):
@@ -206,19 +193,14 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
   """Preconditioned SMILE (pSMILE; pSMILE-naive with `tuner=adaptation.fixed_tuner()`).
 
   Args:
-    logdensity_fn: `logdensity_fn(position, minibatch) -> scalar`, the minibatch log posterior
-      log p(θ) + (N/b) Σ_B log p(y|x,θ).
+    logdensity_fn: `logdensity_fn(position, minibatch) -> scalar`, log p(θ) + (N/b) Σ_B log p(y|x,θ).
     step_size: initial ε (ε₀); a float or a (traced) array.
-    L: partial-refresh length (∞: none, the authors' default for minibatch runs); a float or an
-      array. With L = ∞ the gradient noise is the only refresh: on full-batch or low-noise targets
-      the flow is then deterministic and not ergodic, and with non-diagonal noise the spread is
-      biased; a finite L ≈ 0.1–1 · √d · (posterior scale) fixes both (docs/methods/smile.md).
+    L: partial-refresh length (∞: none, the authors' default). With L = ∞ a full-batch or low-noise flow is
+      not ergodic and non-diagonal noise biases the spread; L ≈ 0.1–1 · √d · (posterior scale) fixes both.
     tuner: the step-size rule (`adaptation`); default the authors' `ref_tuner()`.
-    precondition: use the gradient-noise preconditioner (the state's initial per-chain flag).
-    clamp: clamp the preconditioner's normalised scale r to [precond.r_min, precond.r_max] (off: the
-      authors' kernel, r unbounded); the state's initial per-chain flag.
-    precond: PrecondConfig.
-    same_batch_energy: re-evaluate ℓ_old on the current batch (ablation, +1 forward pass).
+    precondition / clamp: initial per-chain flags: the gradient-noise preconditioner, and r clamped to
+      [precond.r_min, precond.r_max] (off: the authors' kernel).
+    precond: PrecondConfig. same_batch_energy: re-evaluate ℓ_old on the current batch (ablation).
   """
   tuner = adapt.ref_tuner() if tuner is None else tuner
   step = build_kernel(logdensity_fn, tuner, L=L, precond=precond or adapt.PrecondConfig(),

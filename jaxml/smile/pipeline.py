@@ -1,19 +1,12 @@
 """The SMILE pipeline on a regression data set: ensemble → warmup → sampling, at an equal PEG budget.
 
-1. `fit_ensemble`: K MAP members trained together by `core.train` (one stacked run), each member
-   restored to its best validation-NLL epoch (one `core.Selection` on a [K] metric).
-2. `Samplers` / `make_samplers`: one compiled chain runner per sampler group for a data shape.
-   The ε₀ grid, the SMILE variants and the r clamp are per-chain arrays (`hypers`), so every (variant, ε₀)
-   runs as extra chains of one compile; a runner serves every split of the same shapes.
-3. `sample_split`: one chain per member for every sampler (SMILE-naive, SMILE, pSMILE-naive,
-   pSMILE, SGLD, cyclical SGLD, SGHMC, full-batch MCLMC at equal PEG and at its own budget); ε₀
-   picked per method by validation LPPD; posterior-predictive metrics on the test rows.
-`run_split` chains the three for one split and returns `{method: (metrics, cost)}`.
-
-`cfg` is the experiment's `smile` section (ConfigDict or plain dict); see configs/smile_uci.py.
-Data: {"x_train", "y_train", "x_valid", "y_valid", "x_test", "y_test"} numpy arrays (+ "y_std"
-when `cfg.protocol == "standard"`: test metrics then come in original units).
-"""
+1. `fit_ensemble`: K MAP members in one `core.train` run, each at its best validation-NLL epoch.
+2. `make_samplers`: one compiled chain runner per sampler group; the ε₀ grid and the SMILE variants are
+   per-chain `hypers`, so every (variant, ε₀) runs as extra chains of one compile.
+3. `sample_split`: one chain per member for every sampler, ε₀ picked per method by validation LPPD,
+   posterior-predictive metrics on the test rows.
+`run_split` chains the three and returns `{method: (metrics, cost)}`. `cfg` is the `smile` section of
+configs/smile_uci.py; data holds x/y_train, x/y_valid, x/y_test (+ "y_std": test metrics in original units)."""
 
 import math
 import time
@@ -155,14 +148,10 @@ def _valid(r: dict) -> float:
 
 
 def extend_grid(base: list[dict], extra: list[dict]) -> list[dict]:
-  """The rows of an ε₀ grid extended by runs of the same protocol on other ε₀ values only (`extra`).
-
-  A method's row (one with `step_size0`) becomes whichever of its base and extra rows has the higher validation
-  LPPD: the validation choice over the union grid, since a chain's draws do not depend on the other ε₀ of its run
-  (`pipeline.combo_chain_ids`); a tie keeps the base row. grid_peg and wall_s add up. Only what the extension
-  covers is kept: base rows of grid methods without an extra row (grid not extended) are dropped, rows without a
-  grid (map, de) are kept on the (dataset, split, seed) cells of `extra`. An extra row without a base row, or
-  without a grid, is an error."""
+  """The rows of an ε₀ grid extended by runs on other ε₀ values only (`extra`): each method's row becomes
+  whichever of its base and extra rows has the higher validation LPPD (ties keep the base; draws do not depend
+  on the other ε₀, `combo_chain_ids`); grid_peg and wall_s add up. Only cells `extra` covers are kept; an
+  extra row without a base row or a grid is an error."""
   more = {}
   for r in extra:
     if "step_size0" not in r["metrics"]:
@@ -190,12 +179,8 @@ def extend_grid(base: list[dict], extra: list[dict]) -> list[dict]:
 def fit_ensemble(method: core.Method, member_batches: Sequence[Callable[[int], dict]], train_cfg: Any, *,
                  steps_per_epoch: int, valid: dict | None, seed: int, batch_size: int, workdir: str | None = None,
                  name: str = "members", mesh: Any = None) -> tuple[Any, dict[str, float]]:
-  """Trains K stacked members (`api.make_method`) in one `core.train` run.
-
-  member_batches[k](step) is member k's own minibatch; with `valid` each member keeps its best
-  validation-NLL parameters, checked once per epoch. Returns (params [K, ...], cost) with cost in
-  PEG (K · steps · b), wall seconds and the mean best epoch.
-  """
+  """Trains K stacked members (`api.make_method`) in one `core.train` run; member k draws `member_batches[k]`,
+  and with `valid` keeps its best validation-NLL parameters. Returns (params [K, ...], cost: PEG, wall s, best epoch)."""
   def batches(step: int) -> dict:
     parts = [f(step) for f in member_batches]
     return {key: np.stack([p[key] for p in parts]) for key in parts[0]}
@@ -247,13 +232,9 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
 def authors_row_order(seed: int, n: int) -> np.ndarray:
   """The row order of the SMILE authors' tabular loader for their config seed `seed` (`rng` 1-3).
 
-  Reconstructed from their code (EmanuelSommer/SMILE, src/training/trainer.py and src/dataset/base.py):
-  key(seed) is split twice by the trainer (member/sampling/evaluation keys, chain keys), the third split
-  seeds the loader, which splits once for its chain keys and once more for `jax.random.permutation` of
-  the rows. Their pinned jax (0.4.33) draws threefry bits in the non-partitionable mode, set here for
-  the call. Not checked against split files of theirs (none are published). Pass it to
-  `offline.load_uci(..., row_order=lambda n: authors_row_order(split, n))`.
-  """
+  Reconstructed from EmanuelSommer/SMILE (src/training/trainer.py, src/dataset/base.py), with their pinned
+  jax 0.4.33's non-partitionable threefry; not checked against split files of theirs (none are published).
+  Use `offline.load_uci(..., row_order=lambda n: authors_row_order(split, n))`."""
   with jax.threefry_partitionable(False):
     key = jax.random.key(int(seed))
     for _ in range(3):
@@ -358,13 +339,9 @@ def group_hypers(cfg: Any, group: str, combos: Sequence[tuple[str, float]], k: i
 
 
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
-  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`, the default is unused.
-
-  `smile_family`: the four SMILE variants and `psmile_clamp` in one compile (the authors' rule or a fixed ε per
-  chain, `adaptation.per_chain_tuner`). `psmile_vt`: tuned pSMILE with the virial rule from one ε₀
-  (`vt_step_size`), the chains' signal pooled, gain `vt_gain`, target `vt_target`, ε held at ε₀ for the first
-  `vt_settle_frac` of the warmup, tuned over the rest and frozen.
-  """
+  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`. `smile_family`: the four SMILE
+  variants and `psmile_clamp` in one compile (`adaptation.per_chain_tuner`); `psmile_vt`: pSMILE with the
+  pooled virial rule from `vt_step_size` (`vt_gain`, `vt_target`, held for `vt_settle_frac`, then frozen)."""
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
     ref = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
@@ -445,11 +422,8 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
                  rng: np.random.Generator, *, progress: str | None = None) -> dict[str, Result]:
   """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only).
 
-  Each group's key is `group_key(key, group)`, each chain's id is `combo_chain_ids`, and each method's
-  metric draws come from its own generator seeded by one draw from `rng`: a method's rows are the same
-  whether it runs alone or beside other methods or groups. `progress`: a name; when given, the main process
-  prints a line as each group (one compiled run of all its chains, minutes at the full budget) starts and ends.
-  """
+  Group keys (`group_key`), chain ids (`combo_chain_ids`) and per-method metric generators make a method's
+  rows the same whether it runs alone or beside others. `progress`: a name to print group start / end lines."""
   cfg = _c(cfg)
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
   seed = int(rng.integers(2 ** 63))
@@ -573,12 +547,9 @@ def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_b
 def run_classification(cfg: Any, train_cfg: Any, apply_fn: Callable, init_fn: Callable, train: dict, test: dict,
                        member_batches: Sequence[Callable[[int], dict]], *, seed: int, batch_size: int,
                        workdir: str | None = None, mesh: Any = None) -> dict[str, Result]:
-  """The pipeline for softmax classifiers (e.g. `jaxml.nn.resnet.ResNet` on CIFAR-10): K members by
-  `core.train` (final parameters), then pSMILE and/or SGLD chains (first ε₀ of each grid) from them.
-
-  init_fn(rng, x) -> params, apply_fn(params, x) -> logits; train / test: {"x", "y"} numpy arrays.
-  Returns {"de": ..., method: ...} with mixture LPPD and accuracy on the test rows.
-  """
+  """The pipeline for softmax classifiers (e.g. `jaxml.nn.resnet.ResNet` on CIFAR-10): K members by `core.train`,
+  then pSMILE and/or SGLD chains (first ε₀ of each grid). init_fn(rng, x) -> params, apply_fn(params, x) ->
+  logits; train / test: {"x", "y"}. Returns {"de": ..., method: ...} with mixture LPPD and test accuracy."""
   cfg = _c(cfg)
   k, n, b = int(cfg.num_members), len(train["y"]), batch_size
   t0 = time.perf_counter()

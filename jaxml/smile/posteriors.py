@@ -1,22 +1,9 @@
-"""Known-posterior suite: ten cheap targets with exact or cached-NUTS reference moments.
+"""Known-posterior suite: ten cheap targets (`checks.Check`s) with exact or cached-NUTS reference moments.
 
-Every target is a `checks.Check` (minibatch log density over a flat θ, its data, batch size, reference
-mean / std, start scale). The four of `checks` (linear and logistic regression with minibatches, an
-anisotropic Gaussian and Neal's funnel at full batch) plus:
-
-- `uci_logistic("boston" | "concrete")`: logistic regression on a shipped UCI set, target binarised at its
-  median, inputs standardised, intercept, prior N(0, 1); minibatches of 32. Reference: multi-chain blackjax
-  NUTS (R-hat ≤ 1.01), cached in `<root>/posteriors/<name>.npz` (`write_references`).
-- `eight_schools`: the centred hierarchical model (μ, log τ, θ_1..8), whose (log τ, θ) funnel is the
-  classic NUTS stress test; exact moments by quadrature over log τ (μ and θ are Gaussian given τ).
-- `correlated_gaussian`: equicorrelated Gaussian, ρ = 0.95 (condition number ~150), full batch, exact.
-- `banana`: x₁ ~ N(0, a²), x₂ | x₁ ~ N(b(x₁² − a²), 1): E x₂ = 0, Var x₂ = 1 + 2b²a⁴, full batch, exact.
-- `ar1_latent`: the latent states of a Gaussian AR(1) time series observed with noise (d = 40),
-  minibatches over time points (gradient noise only on the batch's states); the posterior is Gaussian and
-  exact.
-
-`suite(root)` builds them all; `root` is the data folder (the one holding `uci/` and `posteriors/`).
-"""
+The four of `checks` plus: `uci_logistic` (boston, concrete; binarised at the median, minibatches of 32,
+NUTS references in `<root>/posteriors/<name>.npz`, `write_references`), `eight_schools` (centred, the classic
+funnel; moments by quadrature over log τ), `correlated_gaussian` (ρ = 0.95), `banana` and `ar1_latent` (d = 40,
+minibatches over time points), all exact. `suite(root)` builds them; `root` holds `uci/` and `posteriors/`."""
 
 import os
 from typing import Callable
@@ -49,14 +36,6 @@ def _load_reference(root: str, name: str) -> tuple[np.ndarray, np.ndarray]:
   return np.asarray(ref["mean"], np.float64), np.asarray(ref["std"], np.float64)
 
 
-def _logistic(n: int, prior: float) -> Callable:
-  def logdensity_fn(theta, batch):
-    logits = batch["x"] @ theta
-    ll = batch["y"] * logits - jnp.logaddexp(0.0, logits)
-    return -0.5 * jnp.sum(theta ** 2) / prior ** 2 + n / batch["y"].shape[0] * jnp.sum(ll)
-  return logdensity_fn
-
-
 def _uci_design(root: str, name: str) -> tuple[np.ndarray, np.ndarray]:
   """All rows of data/uci/<name>: standardised inputs with an intercept column, y = 1[target > median]."""
   folder = os.path.join(root, "uci", name)
@@ -74,25 +53,16 @@ def uci_logistic(root: str, name: str, *, batch_size: int = 32, reference: bool 
   """Logistic regression on data/uci/<name> (binarised target); NUTS reference from <root>/posteriors."""
   x, y = _uci_design(root, name)
   mean, std = _load_reference(root, f"logreg_{name}") if reference else (np.zeros(x.shape[1]), np.ones(x.shape[1]))
-  return Check(f"logreg_{name}", _logistic(x.shape[0], 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)},
+  return Check(f"logreg_{name}", checks.logistic_logdensity(x.shape[0], 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)},
                batch_size, mean, std, 0.1)
 
 
 def synthetic_logistic(root: str, *, reference: bool = True) -> Check:
   """`checks.logistic_regression()`'s target (n = 512, p = 6, seed 0) with its reference from <root>/posteriors."""
-  n, p, seed = 512, 6, 0
-  rng = np.random.default_rng(seed)
-  x = rng.standard_normal((n, p))
-  x[:, 1] = 0.8 * x[:, 0] + np.sqrt(1.0 - 0.8 ** 2) * x[:, 1]
-  w = rng.standard_normal(p)
-  x = x.astype(np.float32)
-  y = (np.random.default_rng(seed + 1).uniform(size=n) < 1.0 / (1.0 + np.exp(-(x @ w)))).astype(np.float32)
+  n, p = 512, 6
+  x, y = checks.logistic_data(n, p, 0)
   mean, std = _load_reference(root, "logreg_synthetic") if reference else (np.zeros(p), np.ones(p))
-  return Check("logreg", _logistic(n, 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)}, 32, mean, std, 0.1)
-
-
-def _full_batch() -> dict:
-  return {"x": jnp.zeros((1, 1), jnp.float32), "y": jnp.zeros((1,), jnp.float32)}
+  return Check("logreg", checks.logistic_logdensity(n, 1.0), {"x": jnp.asarray(x), "y": jnp.asarray(y)}, 32, mean, std, 0.1)
 
 
 _SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
@@ -137,7 +107,7 @@ def eight_schools(mu_scale: float = 5.0, tau_scale: float = 5.0) -> Check:
             - 0.5 * jnp.sum((y - th) ** 2 / sigma ** 2))
 
   mean, std = _eight_schools_moments(mu_scale, tau_scale)
-  return Check("eight_schools", logdensity_fn, _full_batch(), 1, mean, std, 1.0)
+  return Check("eight_schools", logdensity_fn, checks.full_batch_data(), 1, mean, std, 1.0)
 
 
 def correlated_gaussian(dim: int = 8, rho: float = 0.95) -> Check:
@@ -149,7 +119,7 @@ def correlated_gaussian(dim: int = 8, rho: float = 0.95) -> Check:
     del batch
     return -0.5 * theta @ prec @ theta
 
-  return Check("corr_gauss", logdensity_fn, _full_batch(), 1, np.zeros(dim), np.ones(dim), 1.0)
+  return Check("corr_gauss", logdensity_fn, checks.full_batch_data(), 1, np.zeros(dim), np.ones(dim), 1.0)
 
 
 def banana(a: float = 2.0, b: float = 0.25) -> Check:
@@ -160,7 +130,7 @@ def banana(a: float = 2.0, b: float = 0.25) -> Check:
     x1, x2 = theta[0], theta[1]
     return -0.5 * x1 ** 2 / a ** 2 - 0.5 * (x2 - b * (x1 ** 2 - a ** 2)) ** 2
 
-  return Check("banana", logdensity_fn, _full_batch(), 1, np.zeros(2),
+  return Check("banana", logdensity_fn, checks.full_batch_data(), 1, np.zeros(2),
                np.array([a, np.sqrt(1.0 + 2.0 * b ** 2 * a ** 4)]), 1.0)
 
 

@@ -99,14 +99,9 @@ def predict(apply_fn: Callable, samples: Any, x: jax.Array) -> tuple[jax.Array, 
 
 def predictive_metrics(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray, *, rng: np.random.Generator,
                        levels: Sequence[float] = (0.8, 0.9, 0.95), min_draws: int = 1000) -> dict[str, float]:
-  """Metrics of the equal-weight Gaussian mixture over M samples.
-
-  Args:
-    mu, log_sigma: [M, n] per-sample predictive means and log scales; y: [n].
-  Returns: lppd = mean_i log (1/M) Σ_m N(y_i | μ_mi, σ_mi²); rmse of the mixture mean;
-    coverage_<p> of central intervals built from draws ỹ ~ N(μ_m, σ_m) (ceil(min_draws / M)
-    draws per sample); cal_error = sqrt(mean_p (p − coverage_p)²); width_<p>.
-  """
+  """Metrics of the equal-weight Gaussian mixture of M samples (mu, log_sigma [M, n]; y [n]): lppd, rmse of
+  the mixture mean, coverage_<p> and width_<p> of central intervals from ⌈min_draws / M⌉ draws per sample,
+  cal_error = sqrt(mean_p (p − coverage_p)²)."""
   mu = np.asarray(mu, np.float64)
   log_sigma = np.asarray(log_sigma, np.float64)
   y = np.asarray(y, np.float64)

@@ -1,20 +1,10 @@
 """SOL as a `core.Method`, its ablations, the GOL-style variant, decoding and the refresh step.
 
-SOL keeps non-trainable state in `TrainState.extra` (all arrays, so one compilation serves every
-partition and every refresh):
-  centroids  [C, d]  stochastic centroids of the current labels,
-  labels     [N]     current (possibly relabelled) noisy training ranks,
-  valid      [C]     ranks present in the current labels (the rank set follows the labels),
-  flagged    [N]     whether an instance was ever flagged as noisy,
-  embeddings [N, d]  training embeddings at the last refresh (k-NN decoding),
-  t_train    [N]     boundary-corrected training positions at the last refresh (profile decoder),
-  log_prior  [C]     log label frequencies of the current labels (posterior_median decoder),
-  kappa      ()      the posterior's concentration fitted at the last refresh (`decoders.fit_kappa`),
-  decoder    ()      index into DECODERS of the decoder relabelling last used,
-  refreshes  ()      number of refreshes done.
-SOL batches are {"x": [2B, ...], "idx": [2B] int32} (B bases then their B references); the
-loss reads ranks from `extra["labels"][idx]`, so relabelling is exact under resume.
-"""
+Non-trainable state in `TrainState.extra` (arrays, so one compilation serves every partition and refresh):
+centroids [C, d], labels [N] (current, possibly relabelled ranks), valid [C] (ranks present), flagged [N],
+embeddings [N, d] and t_train [N] (at the last refresh, for k-NN / profile decoding), log_prior [C], kappa
+(`decoders.fit_kappa`), decoder (index into DECODERS used last), refreshes. Batches are {"x": [2B, ...],
+"idx": [2B] int32} (B bases then B references); ranks come from `extra["labels"][idx]`, exact under resume."""
 
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -58,12 +48,8 @@ ALL_METHODS = SOL_FAMILY + BASELINES
 
 
 class RankLearner(NamedTuple):
-  """One method's pure pieces, built once and reused for every partition of a dataset.
-
-  decode(params, extra, x) -> [R, B] int32 ranks, one row per entry of `decoders`
-  (SOL family: DECODERS; baselines: their own rule). batch_kind: "pairs" (SOL family:
-  x + idx, labels in extra) or "plain" (x + y). refresh: jitted `make_refresh_fn` or None.
-  """
+  """One method's pure pieces, reused for every partition: decode(params, extra, x) -> [R, B] int32 ranks (one
+  row per decoder), batch_kind "pairs" (x + idx) or "plain" (x + y), refresh (`make_refresh_fn`) or None."""
 
   name: str
   method: core.Method
@@ -110,13 +96,9 @@ def _net(s: Mapping[str, Any], head: str) -> RankNet:
 
 
 def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -> core.Method:
-  """SOL (or an ablation / GOL) as a core.Method whose loss takes `extra`
-  (use `core.make_train_step(method.loss_fn, opt, uses_extra=True)`).
-
-  L = w_so · L_SO + w_d · mean_b L_D(b)  (+ w_center · center loss for GOL).
-  Pairs: the batch's "pair_base" / "pair_ref" / "pair_valid" when present (the exact sampler run
-  on the host, `host_pair_count`), else drawn in the step from `rng` (`losses.sample_pairs`).
-  """
+  """SOL (or an ablation / GOL) as a core.Method whose loss takes `extra` (`uses_extra=True`):
+  L = w_so · L_SO + w_d · mean_b L_D(b) (+ w_center · center loss for GOL). Pairs come from the batch
+  ("pair_base" / "pair_ref" / "pair_valid", sampled on the host) or are drawn in the step (`losses.sample_pairs`)."""
   s = sol_settings(config, variant)
   learnable = variant == "gol"
   net = _net(s, "gol" if learnable else "embed")
@@ -189,13 +171,10 @@ def _decode_table(s: Mapping[str, Any]) -> jax.Array:
 
 
 def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol") -> Callable:
-  """Jitted refresh(params, extra, x_train, x_val, y_val, relabel) -> (extra, stats).
-
-  Embeds the training set, recomputes the stochastic centroids, the valid-rank mask, the
-  training positions, the label prior and the posterior's κ; if `relabel` (a traced bool), decodes the training set with the relabelling
-  decoder (`relabel_decoder`; "auto": the one with the lowest MAE on the noisy validation labels),
-  refines the labels (spec §2.6) and recomputes the centroids with them (spec §2.1).
-  """
+  """Jitted refresh(params, extra, x_train, x_val, y_val, relabel) -> (extra, stats): re-embeds the training set
+  and recomputes centroids, valid ranks, positions, prior and κ; if `relabel` (traced), decodes the training
+  set with `relabel_decoder` ("auto": lowest noisy-validation MAE), refines the labels (spec §2.6) and
+  recomputes the centroids (spec §2.1)."""
   s = sol_settings(config, variant)
   c, sigma, k, window = s["num_classes"], s["sigma"], s["knn"], s["profile_window"]
   table = _decode_table(s)

@@ -64,16 +64,12 @@ def decode_head(name: str, out: dict[str, jax.Array], num_classes: int) -> jax.A
 
 
 def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callable]:
-  """Builds one baseline from SOL settings `s` (num_classes, backbone, hidden, embed_dim, ...).
+  """One baseline from SOL settings `s` (num_classes, backbone, hidden, embed_dim, ...):
 
-  ce:      softmax CE, argmax.              l2 / l1: (ŷ − r)² / |ŷ − r| on a scalar, rounded.
-  soft_ce: CE to g_r with σ = soft_sigma (DLDL-style), argmax.
-  coral:   BCE on 1[r > k] with one weight and ordered biases; r̂ = Σ_k 1[σ(g_k) > ½].
-  corn:    task k trained on rows with r ≥ k (k ≥ 1; all rows for k = 0), target 1[r > k];
-           P(r > k) = Π_{j≤k} σ(g_j); r̂ = Σ_k 1[P(r > k) > ½].
-  poe:     VIB-style Gaussian embedding: CE on a sampled embedding + poe_kl · KL(N(μ,σ²)‖N(0,I))
-           + poe_weight · ordinal W2 hinge; predicts from μ.
-  """
+  ce: softmax CE, argmax. l2 / l1: (ŷ − r)² / |ŷ − r| on a scalar, rounded. soft_ce: CE to g_r (DLDL-style).
+  coral: BCE on 1[r > k], shared weight, ordered biases; r̂ = Σ_k 1[σ(g_k) > ½].
+  corn: task k on rows with r ≥ k; P(r > k) = Π_{j≤k} σ(g_j); r̂ = Σ_k 1[P(r > k) > ½].
+  poe: Gaussian embedding, CE on a sample + poe_kl · KL + poe_weight · ordinal W2 hinge; predicts from μ."""
   if name not in BASELINES:
     raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
   c = s["num_classes"]

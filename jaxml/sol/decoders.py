@@ -1,33 +1,15 @@
-"""Rank decoders for SOL embeddings: nearest expectation, boundary-corrected profile, k-NN (mean and
-median) and the median of the profile posterior.
-
-All are pure jnp and take a `valid` [C] mask of the ranks that exist in the current (noisy)
-label set; ranks outside it are never predicted.
+"""Rank decoders for SOL embeddings; pure jnp, never predicting a rank outside the `valid` [C] mask.
 
 * expectation (authors): r̂ = argmin_l S_l(e), S_l = Σ_j Q[l, j] ‖e − μ̂_j‖².
-* profile (ours): near its minimum, for embeddings on an arc of spacing Δ, S_l(e) ≈
-  Δ²[(t − m_l)² + V_l], with t the embedding's position in rank units and m_l, V_l the mean and
-  variance of row Q_l. The edge rows are truncated Gaussians (m_l ≠ l, V_l < σ²), which is what
-  biases argmin S towards the end ranks. Fitting S_l = α + γ u_l + β (u_l² + V_l), u_l = m_l − l*,
-  by least squares over the valid ranks within `window` of l* = argmin S gives t̂ = l* − γ / 2β,
-  free of that edge bias. Nearest-centroid decoding is also an inverse regression: the centroid of
-  noisy rank j sits near the embedding of E[y | ỹ = j], compressed by the label reliability, so
-  t̂ spreads too far; the decoder therefore regresses the training labels on the training t̂
-  (ordinary least squares, a + b t̂) and returns round(a + b t̂).
+* profile (ours): on an arc of spacing Δ, S_l(e) ≈ Δ²[(t − m_l)² + V_l]; the truncated edge rows bias
+  argmin S to the end ranks. Fitting S_l = α + γ u_l + β (u_l² + V_l), u_l = m_l − l*, within `window`
+  of l* gives t̂ = l* − γ / 2β; training labels are then regressed on the training t̂ (a + b t̂, undoing
+  the inverse-regression spread) and round(a + b t̂) is returned.
 * knn (authors' alternative): round(mean label of the k most cosine-similar training embeddings).
-
-Median decoders (ours; added after the test tables showed the mean-versus-median gap on bank32nh, and
-chosen like the others on the noisy validation split only). The test MAE is minimised by the median
-of y | x, and rounding and clipping at 0 are monotone, so for zero-median noise the median of the noisy
-label ỹ = max(0, round(y + ε)) given y is y itself, while its mean is biased upward near rank 0. A
-median of local noisy labels therefore estimates the clean rank where a mean cannot.
-* knn_median: the lower median of the k neighbours' labels (an integer minimiser of Σ |ỹ_i − r|).
-* posterior_median: the median of p(l | e) ∝ π_l exp(−κ ‖e − μ̂_l‖²), the rank posterior that the
-  distances to the centroids define (a von Mises–Fisher mixture with one concentration: for unit
-  vectors ‖e − μ̂‖² = 2 − 2 eᵀμ̂), with the label frequencies π as prior. κ maximises the (concave in
-  κ) conditional log-likelihood of the current training labels (`fit_kappa`, Newton steps). The raw
-  distances, not the smoothed profile S, are used: S's truncated edge rows would bring back the edge
-  bias of `expectation`.
+* knn_median, posterior_median (ours): for zero-median noise the median of ỹ = max(0, round(y + ε)) is y
+  while its mean is biased near rank 0, so medians estimate the clean rank. knn_median: the lower median
+  of the k neighbours' labels; posterior_median: the median of p(l | e) ∝ π_l exp(−κ ‖e − μ̂_l‖²), κ fitted
+  to the training labels (`fit_kappa`, Newton; concave).
 """
 
 import jax
@@ -92,13 +74,8 @@ def profile(t: jax.Array, t_train: jax.Array, labels: jax.Array, valid: jax.Arra
 
 def top_k(values: jax.Array, k: int) -> jax.Array:
   """Indices of `jax.lax.top_k(values, k)` along the last axis (same order, ties to the lower index),
-  computed after masking entries below a lower bound of each row's k-th largest value.
-
-  The bound is the smallest of the maxima of k column blocks: each block holds an entry ≥ it, so at
-  least k entries are ≥ it and the top k (with their ties) are untouched by the mask. XLA:CPU's
-  top-k pays per heap insertion; the mask leaves ~4k candidates of 5000 (k = 50, random data), and the
-  top-50 of a [512, 5000] similarity chunk took 15 ms instead of 27 ms (microbenchmark on 2 CPU cores).
-  """
+  after masking entries below the smallest of the maxima of k column blocks (a lower bound of the k-th
+  largest): XLA:CPU's top-k pays per heap insertion, and the mask roughly halves its time."""
   n = values.shape[-1]
   if k < 1 or n < 2 * k:          # too few columns for blocks to prune anything
     return jax.lax.top_k(values, k)[1]

@@ -1,9 +1,5 @@
-"""Geometry of SOL embeddings: ideal arc configurations, the loss they get, and centroid shrinkage.
-
-Used to answer "why do the rank centroids collapse?": on an arc of C ranks with
-spacing Δ (embeddings e_r = (cos rΔ, sin rΔ)), evaluate SOL's losses exactly over the
-class-balanced pair distribution the sampler draws from, as a function of the span (C−1)Δ.
-"""
+"""Geometry of SOL embeddings: ideal arc configurations e_r = (cos rΔ, sin rΔ), SOL's exact losses over the
+sampler's pair distribution as a function of the span (C−1)Δ, and centroid shrinkage (why centroids collapse)."""
 
 from typing import NamedTuple
 

@@ -27,15 +27,8 @@ _EPS = 1e-12
 
 
 def gaussian_rows(centres: jax.Array, num_classes: int, sigma: float) -> jax.Array:
-  """Discretised Gaussians over ranks, normalised on {0..C−1}.
-
-  Args:
-    centres: [...] rank centres (int or float).
-    num_classes: C.
-    sigma: standard deviation in rank units; 0 gives one-hot rows at round(centre).
-  Returns:
-    [..., C] float32 rows summing to one.
-  """
+  """Discretised Gaussians [..., C] over ranks {0..C−1} centred at `centres` [...] (sigma in rank units;
+  0 gives one-hot rows at round(centre)), float32 rows summing to one."""
   centres = jnp.asarray(centres, jnp.float32)
   j = jnp.arange(num_classes, dtype=jnp.float32)
   if sigma <= 0.0:
@@ -50,13 +43,8 @@ def gaussian_table(num_classes: int, sigma: float) -> jax.Array:
 
 
 def soft_centroids(embeddings: jax.Array, probs: jax.Array, *, normalize: bool = True) -> jax.Array:
-  """Probability-weighted centroids μ_j = Σ_i p_i(j) e_i / Σ_i p_i(j), optionally unit-normed.
-
-  Args:
-    embeddings: [N, d]; probs: [N, C] rank distributions.
-  Returns:
-    [C, d]; a rank with no mass gets the zero vector (distance 1 to every unit embedding).
-  """
+  """Centroids [C, d] μ_j = Σ_i p_i(j) e_i / Σ_i p_i(j) of embeddings [N, d] under probs [N, C], optionally
+  unit-normed; a rank with no mass gets the zero vector (distance 1 to every unit embedding)."""
   mass = probs.sum(0)                                          # [C]
   mu = (probs.T @ embeddings) / jnp.maximum(mass, _EPS)[:, None]
   if normalize:
@@ -86,26 +74,16 @@ class ProfileAffine(NamedTuple):
 
 
 def profile_affine(centroids: jax.Array, table: jax.Array) -> ProfileAffine:
-  """`expected_profile` (or a linear map of it) as an affine function of e, for the train step.
-
-  S_l(e) = Σ_j Q[l, j] ‖e − μ_j‖² = (Q 1)_l ‖e‖² + (Q ‖μ‖²)_l − 2 e·(Q μ)_l, so with `table` = A Q
-  (A = I: the profile) the step needs [R, d] and [R] tables of the centroids instead of [B, C]
-  distances and a [B, C] x [C, C] product. Equal to `expected_profile` except for `sq_dists`'
-  clip at 0, which acts only on round-off (‖e − μ_j‖² ≥ 0).
-  Args:
-    centroids: [C, d]; table: [R, C].
-  """
+  """`expected_profile` with `table` [R, C] = A Q as an affine function of e, from centroids [C, d]:
+  S_l(e) = (Q 1)_l ‖e‖² + (Q ‖μ‖²)_l − 2 e·(Q μ)_l, so the step needs [R, d] and [R] tables, not [B, C]
+  distances; equal to `expected_profile` up to its round-off clip at 0."""
   c2 = jnp.sum(jnp.square(centroids), -1)
   return ProfileAffine(table @ centroids, table @ c2, table.sum(-1))
 
 
 def profile_gaps(embeddings: jax.Array, affine: ProfileAffine, base: jax.Array, ref: jax.Array) -> jax.Array:
-  """S(e_base) − S(e_ref) for pairs of rows: [P, R] from [M, d] embeddings and [P] row indices.
-
-  = (‖e_b‖² − ‖e_r‖²) scale − 2 (e_b − e_r) weightᵀ: the pairs' rows [e, ‖e‖²] are gathered ([P, d + 1],
-  in one gather, so the gradient is one scatter-add, which XLA:CPU runs as a serial loop) rather than
-  their profiles ([P, C]), and one [P, d] x [d, R] product gives the gaps.
-  """
+  """S(e_base) − S(e_ref) [P, R] for pairs of rows of [M, d] embeddings: the rows [e, ‖e‖²] are gathered once
+  (one scatter-add in the gradient, a serial loop on XLA:CPU) and one [P, d] x [d, R] product gives the gaps."""
   p = base.shape[0]
   rows = jnp.concatenate([embeddings, jnp.sum(jnp.square(embeddings), -1, keepdims=True)], -1)
   both = rows[jnp.concatenate([base, ref])]
@@ -125,13 +103,8 @@ def order_masks(num_classes: int, tau: int) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def order_probs(p_base: jax.Array, p_ref: jax.Array, tau: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """P_>, P_<, P_≈ for pairs: Σ_{a,c} p_i(a) p_k(c) M[a, c] for each order mask M.
-
-  Args:
-    p_base, p_ref: [P, C] rank distributions of base i and reference k.
-  Returns:
-    three [P] arrays; they sum to one (clean definition, not the reference code's clipped windows).
-  """
+  """P_>, P_<, P_≈ [P] of pairs with rank distributions p_base, p_ref [P, C]: Σ_{a,c} p_i(a) p_k(c) M[a, c]
+  per order mask M; they sum to one (not the reference code's clipped windows)."""
   greater, less, _ = order_masks(p_base.shape[-1], tau)
   p_gt = jnp.sum((p_base @ greater) * p_ref, -1)             # Σ_a p_i(a) Σ_c M[a, c] p_k(c)
   p_lt = jnp.sum((p_base @ less) * p_ref, -1)
@@ -150,14 +123,8 @@ def order_prob_tables(table: jax.Array, tau: int) -> tuple[jax.Array, jax.Array,
 
 
 def discriminative_loss(profile: jax.Array, ranks: jax.Array, neighbourhood: int = 1) -> jax.Array:
-  """Per-instance L_D(b) = Σ_{l=1..L} (S_r − S_{r+l}) + (S_r − S_{r−l}); a missing side is
-  replaced by doubling the existing one (spec §2.3). No hinge.
-
-  Args:
-    profile: [B, C] expected dissimilarity profiles; ranks: [B] int.
-  Returns:
-    [B] losses.
-  """
+  """Per-instance L_D(b) = Σ_{l=1..L} (S_r − S_{r+l}) + (S_r − S_{r−l}) [B] from profiles [B, C] and ranks [B];
+  a missing side doubles the existing one (spec §2.3). No hinge."""
   c = profile.shape[-1]
   ranks = ranks.astype(jnp.int32)
   take = lambda idx: jnp.take_along_axis(profile, jnp.clip(idx, 0, c - 1)[:, None], axis=1)[:, 0]
@@ -186,14 +153,11 @@ def discriminative_weights(num_classes: int, neighbourhood: int = 1) -> np.ndarr
 
 def order_violations(gap: jax.Array, r_base: jax.Array, r_ref: jax.Array,
                      margin: float) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """Hinge windows V_>, V_<, V_≈ for pairs (spec §2.4), from the profile gaps S^i − S^k.
+  """Hinge windows V_>, V_<, V_≈ [P] (spec §2.4) from gap [P, C] = S^i − S^k and ranks r_base, r_ref [P]:
 
   V_> = Σ_{l<r_k} [S^k_l − S^i_l + m]_+ + Σ_{l≥r_i} [S^i_l − S^k_l + m]_+
   V_< = Σ_{l<r_i} [S^i_l − S^k_l + m]_+ + Σ_{l≥r_k} [S^k_l − S^i_l + m]_+
-  V_≈ = Σ_l [|S^i_l − S^k_l| − m]_+
-  Args: gap: [P, C] S^i − S^k (base minus reference, e.g. `profile_gaps`); r_base, r_ref: [P] int.
-  Returns three [P] arrays.
-  """
+  V_≈ = Σ_l [|S^i_l − S^k_l| − m]_+"""
   l = jnp.arange(gap.shape[-1])[None, :]
   ri, rk = r_base[:, None], r_ref[:, None]
   ki = jax.nn.relu(margin - gap)                              # base farther than ref
@@ -257,18 +221,10 @@ def _sample_with_replacement(rng: jax.Array, ranks: jax.Array, tau: int, per_cla
 
 def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int, pool: int = 0,
                  replacement: bool = False) -> Pairs:
-  """≤ `per_class` pairs per ternary order class (>, <, ≈ of the noisy ranks with threshold τ),
-  drawn uniformly, with random orientation.
-
-  pool = 0 (exact, spec §2.5): candidates are all M(M−1)/2 unordered pairs of the M embeddings.
-  pool > 0 (cheaper): candidates are `pool` uniform random ordered pairs (i ≠ k, duplicates
-  possible), so a class with very few pairs in the batch may be missed.
-  replacement=True (cheapest, pool ignored): per class, uniform draws with replacement from the
-  same candidates (`_sample_with_replacement`).
-  The class labels only balance the sample; the loss weights pairs by P_>, P_<, P_≈.
-  Args:
-    rng: key; ranks: [M] int (M static).
-  """
+  """≤ `per_class` pairs per order class (>, <, ≈ of the noisy ranks [M] with threshold τ), uniform, random
+  orientation. pool = 0: all M(M−1)/2 pairs are candidates (exact, spec §2.5); pool > 0: `pool` random
+  ordered pairs (a rare class may be missed); replacement=True: draws with replacement. The classes only
+  balance the sample; the loss weights pairs by P_>, P_<, P_≈."""
   if replacement:
     return _sample_with_replacement(rng, ranks, tau, per_class)
   m = ranks.shape[0]

@@ -19,18 +19,11 @@ def l2_normalize(x: jax.Array, eps: float = 1e-12) -> jax.Array:
 
 
 class RankNet(nn.Module):
-  """Encoder (MLP `hidden` -> `embed_dim`, or SmallCNN -> `embed_dim`) plus one head.
+  """Encoder (MLP `hidden` -> `embed_dim`, or SmallCNN) plus one head; outputs always include "embedding".
 
-  Heads (outputs dict):
-    embed:  unit-norm embedding (SOL).                     {"embedding"}
-    gol:    unit-norm embedding + learnable unit reference points [C, d].  {"embedding", "centroids"}
-    logits: Dense(C) (CE, soft-label CE).                 {"embedding", "logits"}
-    scalar: Dense(1) (L1 / L2 regression).                {"embedding", "value"}
-    coral:  one shared weight, C−1 ordered biases.        {"embedding", "logits"}  [B, C−1]
-    corn:   Dense(C−1) conditional logits.                {"embedding", "logits"}  [B, C−1]
-    poe:    Gaussian embedding N(μ, diag σ²), classifier on a sample (train) or μ (eval).
-            {"embedding", "mu", "logvar", "logits"}
-  """
+  embed: unit-norm embedding (SOL). gol: + learnable unit reference points "centroids" [C, d].
+  logits: Dense(C) (CE). scalar: Dense(1) "value" (L1 / L2). coral: shared weight, C−1 ordered biases.
+  corn: Dense(C−1) conditional logits. poe: N(μ, diag σ²) "mu", "logvar", classifier on a sample (train) or μ."""
 
   num_classes: int
   head: str = "embed"

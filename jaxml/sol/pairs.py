@@ -11,16 +11,9 @@ __all__ = ["sample_references", "sample_pairs", "sample_pairs_rows", "LabelBook"
 
 def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
                       rng: np.random.Generator, order: np.ndarray | None = None) -> np.ndarray:
-  """One reference per base: an order class is drawn uniformly from {>, <, ≈} (w.r.t. the
-  noisy labels and τ), then a uniform training instance in that class; an empty class falls
-  back to the next one (≈ is never empty: it holds the base's own rank).
-
-  Args:
-    labels: [N] int current noisy ranks; base_idx: [B] int; rng: seeded numpy Generator;
-    order: `np.argsort(labels, kind="stable")` if the caller keeps it (`LabelBook`), else computed.
-  Returns:
-    [B] int64 indices of references.
-  """
+  """One reference per base [B] (int64 indices): an order class drawn uniformly from {>, <, ≈} (noisy labels
+  [N], τ), then a uniform training instance in it; an empty class falls back to the next (≈ always holds
+  the base's own rank). `order`: `np.argsort(labels, kind="stable")` if the caller keeps it (`LabelBook`)."""
   labels = np.asarray(labels)
   order = np.argsort(labels, kind="stable") if order is None else order
   sorted_labels = labels[order]
@@ -46,22 +39,11 @@ def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """SOL's exact pair sampler (spec §2.5) on the host, without enumerating the M(M−1)/2 pairs.
 
-  The distribution is that of the in-step `losses.sample_pairs` (pool = 0): every unordered pair
-  of the M batch rows is oriented by a fair coin and classed as ">" (base rank > ref rank + τ),
-  "<" or "≈"; each class gives a uniform subset of min(per_class, size) pairs. Here: sort the
-  ranks; far partners above sorted position a are the positions ≥ hi(a), similar ones lie in
-  (a, hi(a)); prefix sums index both kinds of unordered pairs. The coins split the n_far far pairs
-  into ">" (larger rank first) and "<" with n_> ~ Binomial(n_far, ½), so a uniform sample of
-  k_> + k_< far pairs in random order, its first k_> = min(per_class, n_>) to ">" and the rest
-  (k_< = min(per_class, n_far − n_>)) to "<", has the distribution of the two class subsets.
-  Similar pairs: a uniform subset, each oriented by a coin.
-
-  Args:
-    ranks: [M] int noisy ranks of the batch rows; rng: seeded numpy Generator.
-  Returns:
-    base, ref: [3·k] int32 row indices (">" block, "<" block, "≈" block, k = min(per_class,
-    M(M−1)/2)); valid: [3·k] float32, 0 for padding.
-  """
+  Same distribution as `losses.sample_pairs` (pool = 0): sorted ranks and prefix sums index the far and
+  similar unordered pairs; the far pairs split into ">" and "<" with n_> ~ Binomial(n_far, ½), so a uniform
+  sample of far pairs in random order, its first min(per_class, n_>) to ">", gives both class subsets.
+  Returns base, ref [3·k] int32 row indices (">", "<", "≈" blocks, k = min(per_class, M(M−1)/2)) and
+  valid [3·k] float32 (0 for padding)."""
   ranks = np.asarray(ranks)
   m = ranks.size
   k = min(per_class, m * (m - 1) // 2)
@@ -160,12 +142,8 @@ def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,
 
 
 class LabelBook:
-  """Host copy of the current noisy training labels that the batch function reads.
-
-  The refresh hook updates it after relabelling; on resume, `update` it from the restored
-  `state.extra["labels"]` before training so batches match an uninterrupted run. It keeps the
-  labels' stable sort order, so reference sampling does not sort N labels every step.
-  """
+  """Host copy of the current noisy training labels, read by the batch function and kept in stable sort
+  order; the refresh hook updates it, and on resume `update` it from `state.extra["labels"]`."""
 
   def __init__(self, labels: np.ndarray):
     self.version = -1
@@ -179,17 +157,10 @@ class LabelBook:
 
 def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: int, tau: int,
                       pairs_per_class: int = 0, block: int = 1) -> Callable[[int], dict[str, np.ndarray]]:
-  """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch
-  permutation (drop last), then one reference per base (`sample_references`).
-  pairs_per_class > 0 adds the loss's pairs drawn here (same generator):
-  "pair_base", "pair_ref" [3k] int32 indices into the 2B rows and "pair_valid" [3k] float32.
-
-  block = 1: references and pairs drawn per step (generator seeded by the step; `sample_pairs`).
-  block > 1: drawn for the `block` steps [b·block, (b+1)·block) at once (generator seeded by b;
-  `sample_pairs_rows`), from the labels when the block is first asked for, and drawn again if the
-  book has changed since. Labels change only at refresh steps, so with `block` dividing the
-  refresh cadence every batch sees the labels it would see step by step (and after a resume).
-  """
+  """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch permutation, then
+  one reference per base; pairs_per_class > 0 adds "pair_base", "pair_ref" [3k] int32 and "pair_valid".
+  block > 1 draws references and pairs for `block` steps at once (seeded by the block, redrawn if the book
+  changed); with `block` dividing the refresh cadence every batch sees the labels it would step by step."""
   rows = core.epoch_batches({"i": np.arange(len(x))}, batch_size, seed=seed)
   bases = lambda step: rows(step)["i"]
 

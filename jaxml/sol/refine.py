@@ -18,18 +18,11 @@ class Refinement(NamedTuple):
 
 def refine_labels(pred: jax.Array, labels: jax.Array, *, eta: float = 0.9,
                   step_rule: str = "round_mean") -> Refinement:
-  """One refinement round on the noisy labels only, given decoded ranks `pred` of the training set.
+  """One refinement round on the noisy labels [N] given decoded ranks `pred` [N] of the training set.
 
-  δ_i = ỹ_i − ŷ_i;  flag i if |δ_i| / max_{i' : ỹ_{i'} = ỹ_i} |δ_{i'}| ≥ η (classes whose max is 0
-  flag nobody); a flagged label moves toward ŷ_i by c_i, never past it, clipped only at 0:
-    constant_rate_mean: c = floor(mean|δ| / 2)   (the authors' rule: 0 whenever mean|δ| < 2)
-    round_mean:         c = max(1, round(mean|δ| / 2))   (moves labels at any noise level)
-    half_delta:         c_i = floor(|δ_i| / 2);   fixed: c = 1.
-  With δ ≡ 0 nothing changes. Labels stay integers ≥ 0.
-
-  Args:
-    pred: [N] int decoded ranks (any decoder); labels: [N] int current noisy ranks.
-  """
+  δ_i = ỹ_i − ŷ_i; flag i if |δ_i| / max_{i' : ỹ_{i'} = ỹ_i} |δ_{i'}| ≥ η; a flagged label moves toward ŷ_i
+  by c_i, never past it, clipped at 0: constant_rate_mean c = floor(mean|δ| / 2) (the authors'),
+  round_mean c = max(1, round(mean|δ| / 2)), half_delta c_i = floor(|δ_i| / 2), fixed c = 1."""
   if step_rule not in RELABEL_STEPS:
     raise ValueError(f"unknown relabel step rule {step_rule!r}; expected one of {RELABEL_STEPS}")
   labels = labels.astype(jnp.int32)

@@ -1,15 +1,12 @@
-"""Training pipeline for SOL and its baselines: batches, the refresh/relabelling schedule, and
-validation-based best-checkpoint selection with the decoder chosen on validation.
+"""Training pipeline for SOL and its baselines: batches, the refresh / relabelling schedule, and
+validation-based selection of the checkpoint and the decoder.
 
   trainer = make_trainer("sol", sol_config, train_config)     # once per method and shape
   fitted = fit(trainer, x_train, y_train, x_val, y_val, seed=0)  # per partition / noise draw
   ranks = predict(trainer, fitted, x_test)
 
-Schedule (all in steps): centroids are refreshed every `refresh_every` steps; labels are refined
-at refresh steps s ≥ `relabel_start` with (s − relabel_start) % `relabel_every` = 0. Every method
-is scored on the validation split (noisy labels) every `select_every` steps and at the end; the
-returned params are the best-scoring ones, with the best decoder at that step.
-"""
+Centroids refresh every `refresh_every` steps; labels are refined at refresh steps s ≥ `relabel_start`
+with (s − relabel_start) % `relabel_every` = 0; selection every `select_every` steps on noisy validation labels."""
 
 from typing import Any, Callable, Mapping, NamedTuple
 

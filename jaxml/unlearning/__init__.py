@@ -1,23 +1,11 @@
-"""Representation Unlearning (Almudevar & Ortega, ICML 2026): forgetting by learning a map
-T on the frozen representation z = g(x) so that h(T(g(x))) keeps retained information and
-sends forget representations to an uninformative point; plus the baselines and evaluation
-of the unlearning benchmark.
+"""Representation Unlearning (Almudevar & Ortega, ICML 2026): learn a map T on the frozen representation
+z = g(x) so that h(T(g(x))) keeps retained information and sends forget rows to an uninformative point;
+plus the baselines and evaluation of the unlearning benchmark.
 
-Start with `run_method(name, settings, model, params0, task, seed=...)`: one signature for RU,
-RU zero-shot, RU with the uniform target (`ru_uniform`, our extension: the forget target is the point
-nearest the mean representation where the frozen head is uniform over the retained classes, which
-removes the failure when the head maps the mean to the forgotten class; `ru_zs_uniform` moves the
-zero-shot target the same way, from head rows and class counts only; `ru_zs_anchor` adds an
-identity anchor whose weight it chooses from the forget rows alone), every baseline (SISA, UNSIR
-and GKT included), Retrain and the original model (`ru_val`: RU under settings the caller chose on
-validation); `tune` picks a setting by Avg. Gap, or by any score such as the forgetting bar (`evaluate.scorer`).
-Modules: `model` (classifier = encoder + linear head), `transform` (T), `losses` (standard and
-zero-shot objectives), `targets` (forget targets, class statistics), `api` (`make_method`, `unlearn`),
-`fitting` (`fit_params`: one timed `core.train` run; `cached`), `sampling` (batch builders; float
-settings ride in the batch), `baselines` (one `Baseline` spec per method, one driver), `pipelines`
-(the multi-stage baselines and shared pieces), `evaluate`, `runner` (`run_method`, `tune`,
-`tune_methods`, `compare`: one forget split, every method against Retrain), `report` (tables of rows).
-"""
+Start with `run_method(name, settings, model, params0, task, seed=...)`: one signature for RU, RU
+zero-shot, our extensions (`ru_uniform`, `ru_zs_uniform`: the target where the head is uniform over the
+retained classes; `ru_zs_anchor`: plus an identity anchor), every baseline, Retrain and the original;
+`tune` picks a setting by Avg. Gap or any score (`evaluate.scorer`); `compare` runs one forget split."""
 
 from jaxml.unlearning import (api, baselines, evaluate, fitting, losses, model, pipelines, report, runner, sampling,
                               targets, task, transform)

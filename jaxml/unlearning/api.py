@@ -1,11 +1,8 @@
 """Representation Unlearning as a `core.Method`, and `unlearn()` which runs it through `core.fit`.
 
-Parameters are one tree {"model": {"encoder", "head"}, "transform": phi, "stats": {...}};
-`core.freeze` zeroes every update outside "transform" (the encoder, head and the stored class
-statistics never change), so the deployed model is x -> h(T_phi(g(x))) and dropping T undoes
-the unlearning. Features z = g(x) are encoded once and cached (the encoder is frozen), as in
-the reference algorithm; the zero-shot variant encodes only the forget rows.
-"""
+Parameters are {"model": {"encoder", "head"}, "transform": phi, "stats": {...}}; only "transform"
+trains (`core.freeze`), so the deployed model is x -> h(T_phi(g(x))) and dropping T undoes the
+unlearning. Features z = g(x) are encoded once and cached; the zero-shot variant encodes only forget rows."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -78,12 +75,9 @@ def _prototypes(cfg: Mapping[str, Any], params: Any) -> jax.Array:
 
 
 def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
-  """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard or zero-shot objective.
-
-  Standard batch: zr [B, D], yr [B], zf [B, D], wf [B], zref [B, D]. Zero-shot batch: zf, wf.
-  Both carry the float settings as `hp_beta`, `hp_noise_scale`, `hp_label_weight`, `hp_identity_weight`
-  (`batch_values`), so the compiled step depends only on `step_structure(config)`.
-  """
+  """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard (zr, yr, zf, wf, zref) or zero-shot
+  (zf, wf) batch; float settings ride as `hp_*` arrays (`batch_values`), so the step depends only on
+  `step_structure(config)`."""
   cfg = _cfg(config)
   transform = make_transform(cfg["transform"], cfg["hidden"])
   noisy = bool(cfg["noise_scale"])
@@ -260,11 +254,8 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
             train_config: Mapping[str, Any] | None = None) -> UnlearnOutput:
   """Runs Representation Unlearning (standard or zero-shot per `config`) through `core.train`.
 
-  The zero-shot path reads only the forget rows of `x_train` and the class counts of `y_train`
-  (statistics a deployment stores at training time), never retained inputs.
-  Steps = max(min_steps, ceil(epochs |D_f| / B)). `train_config`: the loop keys of `core.loop_config`
-  (the learning rate is `config['lr']`; T trains on cached z, so it keeps the rolled multi-step loop).
-  """
+  The zero-shot path reads only the forget rows of `x_train` and the class counts of `y_train`.
+  Steps = max(min_steps, ceil(epochs |D_f| / B)); `train_config`: the loop keys of `core.loop_config`."""
   cfg = _cfg(config)
   retain_idx, forget_idx = np.asarray(retain_idx, np.int64), np.asarray(forget_idx, np.int64)
   enc = cached_encoder(model, model_params, cache)

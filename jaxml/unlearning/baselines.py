@@ -1,12 +1,8 @@
 """Unlearning baselines as data: one `Baseline` spec per method, run by one driver, `run_baseline`.
 
-A spec names its default settings and validation grid and the pieces of its training run: the loss,
-the batches, the step count, the float settings sent in the batch, an optional host pre-computation
-(saliency masks, FGSM labels, cached features, teachers) and the frozen parameters. Multi-stage
-methods (Retrain, EMMN, SISA, UNSIR, GKT) supply their whole run instead. Every run starts from the
-same trained model and trains through `core.train`; Adam throughout unless a spec says otherwise.
-Notation: f = h o g the classifier, D_r / D_f retain / forget sets, CE cross-entropy, KL(p || q)
-between softmax outputs.
+A spec names its defaults, validation grid and the pieces of its run (loss, batches, steps, float settings,
+host pre-computation, frozen parameters); multi-stage methods supply their whole run. Every run starts
+from the same trained model and trains through `core.train`. f = h o g, D_r / D_f retain / forget sets.
 
   retrain          CE on D_r from a fresh init with the original recipe (gold standard)
   finetune         CE on D_r starting from the original model
@@ -18,8 +14,7 @@ between softmax outputs.
   scrub            max-steps: -KL(teacher || student) on D_f; min-steps alpha KL + gamma CE on D_r
   boundary_shrink  CE on D_f relabelled by the class of the FGSM neighbour  (Chen et al. 2023)
   bad_teacher      KL to the original on a fraction of D_r, to a random-init teacher on D_f
-  head_only        control: the Representation Unlearning objective on a copy of the head
-                   (logit space) instead of a transform of z
+  head_only        control: the RU objective on a copy of the head instead of a transform of z
   jit              zero-shot: minimise ||f(x) - f(x + xi)|| / ||xi|| around forget inputs (Foster et al.)
   emmn, sisa, unsir, gkt: multi-stage, see `jaxml.unlearning.pipelines`.
 """
@@ -67,13 +62,10 @@ class Ctx(NamedTuple):
 
 
 class Baseline(NamedTuple):
-  """One baseline: settings, grid and the pieces of its single training run (or its whole `run`).
+  """One baseline: settings, grid and the pieces of its training run (or its whole `run`).
 
-  loss(model, hp) -> loss_fn(params, batch, rng, extra); batches(Ctx) -> batch_fn(step);
-  steps(task, hp) -> int; values(hp) -> float settings sent in the batch (`sampling.with_values`);
-  prepare(model, params0, task, hp, seed, cache) -> (extra for the loss, data for `batches`);
-  run(hp, model, params0, task, seed, cache, train_config) -> FitOutput replaces the single fit.
-  """
+  loss(model, hp) -> loss_fn; batches(Ctx) -> batch_fn(step); steps(task, hp) -> int; values(hp) -> float
+  settings in the batch; prepare(...) -> (extra, data for `batches`); run(...) -> FitOutput replaces the fit."""
 
   name: str
   defaults: dict[str, Any]

@@ -1,12 +1,9 @@
 """Unlearning evaluation: accuracies, MIAs, gap to Retrain, output divergences, representation checks.
 
-Percentages throughout (SalUn convention): UA = 100 - Acc(D_f), RA = Acc(D_r), TA = Acc(D_t),
-TA_r / TA_f = test accuracy on test rows not of / of the forgotten kind (classes or sub-class),
-MIA = confidence SVC-MIA efficacy (% of D_f called non-member), loss-MIA AUC (D_f vs D_t),
-Avg. Gap = mean(|UA - UA*|, |RA - RA*|, |TA - TA*|, |MIA - MIA*|) with * = Retrain (same seed).
-Bar score (the per-split forgetting bar as one number, `bar_score`): the largest of |FA - FA*| / FA_TOL,
-|RA - RA°| / ACC_TOL, |TA_r - TA_r°| / ACC_TOL with ° = the original model; <= 1 iff the bar is met.
-"""
+Percentages (SalUn convention): UA = 100 - Acc(D_f), RA = Acc(D_r), TA = Acc(D_t), TA_r / TA_f = test
+accuracy off / on the forgotten kind, MIA = SVC-MIA efficacy, loss-MIA AUC; Avg. Gap = mean |UA - UA*|,
+|RA - RA*|, |TA - TA*|, |MIA - MIA*| (* = Retrain). `bar_score`: max of |FA - FA*| / FA_TOL,
+|RA - RA°| / ACC_TOL, |TA_r - TA_r°| / ACC_TOL (° = original); <= 1 iff the forgetting bar is met."""
 
 from typing import Callable, Mapping, NamedTuple
 
@@ -136,13 +133,9 @@ def divergences(out: Outputs, ref: Outputs, task: UnlearningTask) -> dict[str, f
 
 def representation_checks(out: Outputs, original: Outputs, task: UnlearningTask, *, seed: int = 0,
                           max_rows: int = 400) -> dict[str, float]:
-  """Linear probe of forget labels from the (unlearned) representations, and linear CKA to the
-  original representations on D_r and D_f.
-
-  Probe: logistic regression fitted on half of D_f plus as many D_r rows (labels
-  `y_probe_train`), scored (%) on the other half of D_f. High values mean the forgotten
-  labels are still linearly decodable from the features.
-  """
+  """Forget-label linear probe (%) on the (unlearned) representations (fitted on half of D_f plus as many
+  D_r rows, scored on the other half; high = forgotten labels still decodable) and linear CKA to the
+  original representations on D_r and D_f."""
   rng = np.random.default_rng([seed, 17])
   y = np.asarray(task.y_probe_train if task.y_probe_train is not None else task.y_train)
   f = rng.permutation(task.forget_idx)[: 2 * max_rows]

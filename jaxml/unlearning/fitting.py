@@ -1,9 +1,5 @@
-"""How every unlearning run trains and what it reuses across runs.
-
-`fit_params` is one timed `core.train` run from given parameters; `cached` builds a value once per
-key of a caller-owned cache (one dict per model: compiled steps, encoders, predictors), so runs
-that differ only in arrays (learning rates, seeds, float settings in the batch) compile once.
-"""
+"""How every unlearning run trains: `fit_params` (one timed `core.train` run) and `cached` (a value built
+once per key of a caller-owned cache), so runs differing only in arrays compile once."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple
@@ -66,11 +62,8 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
                name: str = "unlearn", progress: bool = False, mesh: Any = None) -> FitOutput:
   """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
 
-  `train_config`: the loop keys of `core.loop_config` (default Adam, log every 1000 steps; a false
-  value means the default); `lr` is injected as an array. The `core.TrainSteps` is cached under `key`
-  (which must name everything the loss closure reads, see `sampling.structure`), the optimizer's
-  structure and `frozen`, so runs differing in arrays compile once.
-  """
+  `train_config`: the loop keys of `core.loop_config` (default Adam); `lr` is injected as an array. The
+  `core.TrainSteps` is cached under `key` (naming everything the loss closure reads), the optimizer and `frozen`."""
   if num_steps <= 0:
     return FitOutput(params, 0.0, 0.0, 0, float("nan"))
   given = {k: v for k, v in dict(train_config or {}).items() if v}

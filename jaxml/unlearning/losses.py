@@ -1,9 +1,8 @@
 """Representation Unlearning objectives (pure functions of a transform `t_fn`).
 
-Notation: z = g(x) in R^D frozen features, T = `t_fn`, Monte-Carlo input noise
-z~ = z + eps, eps ~ N(0, s^2 I), M samples per row (defaults M = 1, s = 0: deterministic).
+z = g(x) in R^D frozen features, T = `t_fn`, z~ = z + eps, eps ~ N(0, s^2 I), M samples per row.
 
-Standard regime (retain + forget data, Algorithm 1 of the reference code):
+Standard regime (Algorithm 1 of the reference code):
     L_r = mean_{b, m, d} (T(z~_{r,b,m}) - z_{r,b})_d^2                  elementwise MSE
     L_f = mean_{f, m, j} ||T(z~_{f,m}) - z_ref,j||^2                     squared norm over d
     L   = L_r + beta * L_f
@@ -11,17 +10,8 @@ Zero-shot regime (forget data only; head rows w_c as retained-class proxies):
     L_r^zs = sum_{c in R} pi^R_c E_eps ||T(w_c + eps) - w_c||^2
     L_f^zs = E_{f, eps} sum_c pi_c ||T(z~_f) - w_c||^2
     L^zs   = L_r^zs + beta * L_f^zs
-
-Information-bottleneck reading (inferred, see the spec section 2.3): with T a Gaussian channel
-N(T(z), s^2 I), -L_r is (up to constants) a Barber-Agakov lower bound on I(Z; Z') for retained
-inputs, and L_f upper-bounds the cross-entropy part of KL(p(z'|x_f) || r(z')) with r the
-Gaussian mixture on the training representations (prototypes in zero-shot), so L is a
-Lagrangian "keep I(Z;Z') on D_r, compress I(Z'; X_f)" with trade-off beta. The scale mismatch
-(L_r averages over D, L_f sums over D) is the reference code's; beta grids assume it.
-
-Forget rows carry weights w_f in {0, 1} so that a batch may hold padding (an empty forget
-set gives w_f = 0 everywhere and L_f = 0).
-"""
+L_r averages over D and L_f sums over D, as the reference code does (beta grids assume it). Forget
+rows carry weights w_f in {0, 1}, so a batch may hold padding."""
 
 from typing import Callable
 

@@ -1,9 +1,5 @@
-"""The classifier under unlearning: an encoder g and a linear head h, x -> h(g(x)).
-
-Any Linen module with submodules named `encoder` and `head` (e.g. `jaxml.nn.resnet.ResNet`)
-works with the functions below; `MLPClassifier` is the CPU-scale one (z = the input of the
-last linear layer, i.e. post-ReLU features).
-"""
+"""The classifier under unlearning: an encoder g and a linear head h, x -> h(g(x)). Any Linen module with
+submodules `encoder` and `head` works; `MLPClassifier` is the CPU-scale one (z = post-ReLU features)."""
 
 from typing import Sequence
 

@@ -1,17 +1,12 @@
-"""The shared pieces of the baselines (CE, KL, retain / forget batches, one timed fit) and the
-multi-stage ones, each a `run(hp, model, params0, task, seed, cache, train_config) -> FitOutput`:
+"""The shared pieces of the baselines (CE, KL, batches, one timed fit) and the multi-stage ones, each a
+`run(hp, model, params0, task, seed, cache, train_config) -> FitOutput`:
 
   retrain  CE on D_r from a fresh init with the original recipe (gold standard)
-  emmn     zero-shot: error-max noise (forget classes) + error-min noise (retained classes) learnt
-           against the frozen model, then impair / repair on the noise
-  sisa     S shard models (ensemble = mean softmax); unlearning retrains the shards that held forget
-           rows on their retained rows (Bourtoule et al. 2021; no slicing)
-  unsir    error-maximising noise for the forget classes learnt against the frozen model, then impair
-           (CE on noise labelled as the forget class + a retain subset) and repair (CE on the retain
-           subset), SGD with momentum (Tarun et al. 2023)
-  gkt      zero-shot: a generator and a fresh student play a distillation game against the original
-           (teacher); pseudo-samples the teacher gives a forget class with probability > threshold are
-           dropped (gated), plus attention transfer on z (Chundawat et al. 2023)
+  emmn     zero-shot: error-max / error-min noise against the frozen model, then impair / repair
+  sisa     S shard models (mean softmax); retrains the shards that held forget rows (Bourtoule et al. 2021)
+  unsir    error-maximising noise, then impair and repair, SGD with momentum (Tarun et al. 2023)
+  gkt      zero-shot: generator vs fresh student distillation against the original, gated, plus
+           attention transfer on z (Chundawat et al. 2023)
 """
 
 import time

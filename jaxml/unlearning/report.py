@@ -1,11 +1,6 @@
-"""Reporting of unlearning runs from result rows (the dicts of `results.json`): method labels,
-table columns, cell ordering, and the paper's class sweep — forget accuracy per forgotten class
-next to the frozen head's class at the mean representation (the collision of RU's mean target).
-
-Rows: {"method", "dataset" (the cell: 'dataset/regime' or 'dataset/class/<c>' in a class sweep),
-"seed", "metrics", "cost"}. Plain numpy; `sweep_plot` imports matplotlib when called. `synthetic_rows`
-carry every reported key, so an experiment can render its reports before it trains anything.
-"""
+"""Reporting of unlearning runs from results.json rows: labels, columns, cell order, and the paper's class
+sweep (forget accuracy per forgotten class next to the head's class at the mean representation).
+Cells are 'dataset/regime' or 'dataset/class/<c>'; `synthetic_rows` carry every reported key."""
 
 from typing import Callable
 

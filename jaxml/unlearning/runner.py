@@ -1,18 +1,12 @@
-"""One entry point for every unlearning run: Representation Unlearning (standard and zero-shot),
-each baseline, Retrain and the original model, all with the same signature and output.
+"""One entry point for every unlearning run: RU (standard and zero-shot), each baseline, Retrain and the
+original model, all with the same signature and output.
 
   out = run_method("ru", {"beta": 0.1, "lr": 1e-2}, model, params0, task, seed=0)
   logits, feats = out.predict(x)
 
-`config` holds the method's settings as a plain dict or ConfigDict (unknown keys are errors):
-the `api.DEFAULTS` keys for "ru" / "ru_zs" / "ru_uniform" (zero_shot and target follow the name; "ru_val"
-takes its target from its settings, default "mean"; "ru_zs_anchor" also `ANCHOR_DEFAULTS`), the method's
-`baselines.SPECS[name].defaults` keys otherwise. `cache` (optional, one per model) keeps compiled steps
-and predictors; float settings travel as arrays, so a grid over them compiles once.
-`tune` picks one setting per method by Avg. Gap to a reference (Retrain) on a validation task, or by
-any other score of the run's metrics (`evaluate.scorer`), `tune_methods` does so for a dict of grids; `compare` runs Retrain and a list of methods from one
-original model on one forget split and returns each run's metrics and costs (the benchmark's cell).
-"""
+Settings: the `api.DEFAULTS` keys for RU variants, `baselines.SPECS[name].defaults` otherwise (unknown keys
+are errors). `cache` (one per model) keeps compiled steps; float settings travel as arrays, so a grid
+compiles once. `tune` / `tune_methods` pick settings on a validation task; `compare` runs one forget split."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -34,17 +28,9 @@ __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_key
            "check_grid", "check_settings", "choose_settings",
            "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
-# ru_uniform (our extension): RU with the forget target moved from the mean representation to the
-# nearest point where the frozen head is uniform over the retained classes (`targets.uniform_target`).
-# ru_val: RU under its own settings, the ones the caller chose on a validation split (the experiment's
-# `ru_val` row, next to `ru` at the authors' fixed setting); its target is the mean unless its settings
-# name another (`api.TARGETS`).
-# ru_zs_uniform (our extension): zero-shot RU with the same move of its target (from the prior mixture of
-# head rows), so it needs no retained data either.
-# ru_zs_anchor (our extension): ru_zs_uniform plus the data-free identity anchor (`api.DEFAULTS`
-# identity_weight), whose weight the run chooses itself from the forget rows alone: the largest value of
-# `anchor_grid` at which the unlearned model's accuracy on D_f is at most `anchor_tol` points (class forgetting,
-# where Retrain's is 0). No retained row, test row or Retrain is read; its cost is that of every try.
+# Our extensions: ru_uniform / ru_zs_uniform move the forget target to the nearest point where the frozen head is
+# uniform over the retained classes (`targets.uniform_target`); ru_zs_anchor adds the identity anchor, its weight
+# chosen from the forget rows alone (`_anchor_search`). ru_val: RU under the caller's validation-chosen settings.
 RU_METHODS = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor", "ru_val")
 METHODS = RU_METHODS + baselines.BASELINES + baselines.ZERO_SHOT_BASELINES + ("original",)
 ZERO_SHOT = ("ru_zs", "ru_zs_uniform", "ru_zs_anchor") + baselines.ZERO_SHOT_BASELINES
@@ -245,12 +231,9 @@ def mean_collision(model, params: Any, task: UnlearningTask,
 
 
 def masked_head_shift(orig: ev.Outputs, task: UnlearningTask) -> dict[str, float]:
-  """The original with the forgotten classes' logits set to -inf (a diagnostic, not an unlearning method:
-  the weights are unchanged): forget accuracy `mask_FA` and the shifts `mask_dRA`, `mask_dTA_r` of retain
-  and retained-class test accuracy against the unmasked original (points). Retained-class test rows the
-  original assigns to a forgotten class move to their next class, some of them the right one, so a method
-  that forgets the classes and keeps every other prediction shifts TA_r by `mask_dTA_r`: where that
-  exceeds the bar's tolerance, the bar's TA_r side cannot be met that way. Empty without forgotten classes."""
+  """The original with the forgotten classes' logits at -inf (a diagnostic; weights unchanged): `mask_FA` and
+  the shifts `mask_dRA`, `mask_dTA_r` against the unmasked original (points). Where `mask_dTA_r` exceeds the
+  bar's tolerance, forgetting the classes alone cannot meet the bar's TA_r side. Empty without forgotten classes."""
   mask = task.test_forget_mask
   if not task.forget_classes or mask is None or not mask.any() or not task.forget_idx.size:
     return {}
@@ -298,12 +281,9 @@ def knn_any(query: np.ndarray, ref: np.ndarray, ref_mask: np.ndarray, k: int, *,
 
 def retained_flips(orig: ev.Outputs, out: ev.Outputs, task: UnlearningTask, mean_class: float, *,
                    k: int = OVERLAP_K) -> dict[str, float]:
-  """Where a method loses retained-class test accuracy (class forgetting): `flip_r` = % of the
-  retained-class test rows that the original classifies right and the method wrong (`fix_r`: the
-  reverse); of those flipped rows, % now predicted as the head's class at the mean representation
-  (`flip_to_mean_cls`: rows dragged toward RU's target) and % with a forget row among their k nearest
-  training rows in the original z (`flip_near_forget`; `near_forget_r` = the same % over all
-  retained-class test rows, the base rate). Empty without forgotten classes."""
+  """Where a method loses retained-class test accuracy (class forgetting): `flip_r` (% right before, wrong
+  now; `fix_r` the reverse), of the flips the % now at the head's mean class (`flip_to_mean_cls`) and with a
+  forget row among their k nearest training rows (`flip_near_forget`; base rate `near_forget_r`)."""
   mask = task.test_forget_mask
   if mask is None or not mask.any() or not task.forget_idx.size:
     return {}
@@ -339,16 +319,12 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
             cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
             log: Callable[[str], None] = lambda s: None,
             eval_chunk: int = ev.EVAL_CHUNK) -> list[tuple[str, dict[str, float], dict[str, float]]]:
-  """Retrain and every method of `methods` from the original model's run `orig` on one forget split.
-  Returns (method, metrics, cost) for "original", "retrain" and each applicable method: unlearning
-  metrics, forget accuracy FA, Avg. Gap and KL / JS to Retrain, the collision check of the mean
-  target (plus `ru_*` for RU's own target), the forget/retain overlap of z (`representation_overlap`),
-  the original with the forgotten classes masked (`masked_head_shift`) and where retained-class test
-  accuracy is lost (`retained_flips`),
-  optional representation checks; cost = wall / steady
-  seconds, steps and their ratios to Retrain (rte, rte_wall). A diverged method gets metrics
-  {"diverged": 1.0} and no cost. `settings[m]` are each method's settings (tuned values merged in).
-  `eval_chunk`: rows per compiled evaluation pass (`evaluate.collect_outputs`)."""
+  """Retrain and every method of `methods` from the original run `orig` on one forget split.
+
+  Returns (method, metrics, cost) for "original", "retrain" and each method: unlearning metrics, FA, Avg.
+  Gap, KL / JS to Retrain, the mean-target collision check, `representation_overlap`, `masked_head_shift`,
+  `retained_flips` and optional representation checks; cost = wall / steady seconds, steps and ratios to
+  Retrain (rte, rte_wall). A diverged method gets {"diverged": 1.0}. `eval_chunk`: rows per evaluation pass."""
   out: list[tuple[str, dict[str, float], dict[str, float]]] = []
   rt = run_method("retrain", settings["retrain"], model, orig.params, task, seed=seed, cache=cache,
                   train_config=train_config)

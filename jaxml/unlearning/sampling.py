@@ -1,15 +1,9 @@
 """Host-side batch builders for unlearning: fixed-size batches drawn from index sets.
 
-`index_stream(idx, batch_size, seed, stream)` returns `rows_at(step) -> (rows [B], weights [B])`:
-position p = step * B + i of an endless sequence of seeded permutations of `idx` (epoch
-e = p // |idx| uses permutation (seed, stream, e)). Random access by step keeps resume exact;
-sets smaller than a batch simply wrap into the next permutation; an empty set yields row 0
-with weight 0 everywhere (the losses then ignore those rows).
-
-Float hyper-parameters travel in the batch (`with_values` / `value`) instead of in a loss
-closure, so one compiled step serves a whole grid of them; `structure` names what does shape
-the step.
-"""
+`index_stream(idx, batch_size, seed, stream)` -> `rows_at(step) -> (rows [B], weights [B])` over endless
+seeded permutations (random access keeps resume exact; an empty set gives weight 0). Float settings
+travel in the batch (`with_values` / `value`), so one compiled step serves a grid; `structure` names
+what does shape the step."""
 
 from typing import Any, Callable, Mapping
 

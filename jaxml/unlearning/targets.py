@@ -25,15 +25,8 @@ def head_probs(model: nn.Module, model_params: Any, z: np.ndarray) -> np.ndarray
 
 def uniform_target(kernel: np.ndarray, bias: np.ndarray, mean: np.ndarray, forget_classes: Sequence[int],
                    margin: float) -> np.ndarray:
-  """The point nearest `mean` whose head logits are equal on the retained classes and `margin`
-  lower on the forgotten ones (all equal without forgotten classes: h(z*) uniform, KL(h(z*) || U) = 0).
-
-  The head is affine, logits = z K + b (K [D, C]), so the set {z : P (K^T z + b + margin 1_F) = 0}
-  (P centres over classes) is an affine subspace and its nearest point to the mean is
-  z* = mean - pinv(P K^T) P (K^T mean + b + margin 1_F): the exact minimiser of the distance among
-  the points where the head's output is the target distribution (the closed form of running
-  gradient steps on KL(h(z) || q) from the mean with a proximity term).
-  """
+  """The point nearest `mean` whose head logits (z K + b) are equal on the retained classes and `margin` lower
+  on the forgotten ones: z* = mean - pinv(P K^T) P (K^T mean + b + margin 1_F), P centring over classes."""
   k = np.asarray(kernel, np.float64)
   c = k.shape[1]
   gap = np.zeros(c)

@@ -8,14 +8,9 @@ __all__ = ["UnlearningTask"]
 
 
 class UnlearningTask(NamedTuple):
-  """Training rows split into retain / forget by index, plus a test set.
-
-  x_train [n, ...], y_train [n] int (labels the model is trained on), retain_idx / forget_idx
-  disjoint row indices covering [0, n); x_test, y_test; num_classes; forget_classes (whole
-  classes forgotten, else empty); test_forget_mask [n_test] bool marks test rows of the
-  forgotten kind (forgotten classes or sub-class; all False for random forgetting);
-  y_probe_train [n] labels for the forget-label linear probe (fine labels in the sub-class regime).
-  """
+  """Training rows split into retain / forget by index, plus a test set: x_train [n, ...], y_train [n];
+  retain_idx / forget_idx disjoint, covering [0, n); x_test, y_test; num_classes; forget_classes (or
+  empty); test_forget_mask [n_test] (test rows of the forgotten kind); y_probe_train [n] probe labels."""
 
   x_train: np.ndarray
   y_train: np.ndarray

@@ -1,11 +1,8 @@
 """The representation transform T_phi: R^D -> R^D that unlearning trains (and only it).
 
-* `linear`:   z' = A z + c with A = I, c = 0 at init (exact identity).
-* `residual`: z' = z + U relu(V z + a) + b with U, b zero-initialised (exact identity at
-              step 0); the jaxml default (inferred, our choice).
-* `mlp`:      the reference code's plain MLP D -> h_1 -> ... -> D with default (random)
-              init and no skip, so it must learn the identity through the retain term.
-"""
+* `linear`:   z' = A z + c, identity at init.
+* `residual`: z' = z + U relu(V z + a) + b, U, b zero (identity at init); the default (our choice).
+* `mlp`:      the reference code's plain MLP D -> ... -> D, random init, no skip."""
 
 from typing import Sequence
 
