@@ -108,12 +108,75 @@ def test_readme_and_every_method_page_have_a_runnable_snippet():
   assert {p.name for p, _, _ in SNIPPETS} == {"README.md"} | {p.name for p in METHOD_PAGES}
 
 
+# Each snippet runs in its own process, a fork of one interpreter per test worker that has only imported the
+# third-party libraries (never jaxml, never a backend: no device or compiled program is inherited): a fresh
+# process and a fresh `__main__` namespace, as `python -c` gives, without paying those imports once per snippet.
+# A snippet must import every name it uses; it sees the libraries' modules already loaded, as after its own imports.
+_FORK_SERVER = r"""
+import builtins, json, os, sys, traceback
+import jax, jax.numpy, numpy, optax, flax.linen  # noqa: F401  (preloaded for the forks; no backend is created)
+assert not jax._src.xla_bridge._backends, "the fork server must not start a backend"
+for line in sys.stdin:
+  req = json.loads(line)
+  pid = os.fork()
+  if pid == 0:
+    fd = os.open(os.devnull, os.O_RDONLY); os.dup2(fd, 0)
+    for path, target in ((req["out"], 1), (req["err"], 2)):
+      os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), target)
+    sys.argv = ["-c"]
+    rc = 0
+    try:
+      exec(compile(req["code"], "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+    except SystemExit as e:
+      rc = e.code if isinstance(e.code, int) else int(e.code is not None)
+    except BaseException:
+      traceback.print_exc()
+      rc = 1
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(rc)
+  _, status = os.waitpid(pid, 0)
+  print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def fork_server():
+  server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+  yield server
+  server.stdin.close()
+  server.wait(timeout=60)
+
+
 @pytest.mark.parametrize("page,index,code", SNIPPETS, ids=[f"{p.stem}{i}" for p, i, _ in SNIPPETS])
-def test_snippet_runs_in_a_fresh_interpreter(page, index, code):
+def test_snippet_runs_in_a_fresh_interpreter(page, index, code, fork_server, tmp_path):
   del index
-  res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-  assert res.returncode == 0, f"{page.name}:\n{res.stderr[-3000:]}"
-  assert res.stdout.strip(), "a snippet prints what it shows"
+  out, err = tmp_path / "stdout", tmp_path / "stderr"
+  fork_server.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
+  fork_server.stdin.flush()
+  returncode = json.loads(fork_server.stdout.readline())
+  assert returncode == 0, f"{page.name}:\n{err.read_text()[-3000:]}"
+  assert out.read_text().strip(), "a snippet prints what it shows"
+
+
+def test_a_snippet_runs_in_its_own_process_and_namespace(fork_server, tmp_path):
+  """The fork server's isolation: each snippet is its own process (`python -c`'s __name__ and argv), sees none of
+  another snippet's names or global JAX settings, and its failure or exit code is reported."""
+  def run(code):
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    fork_server.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
+    fork_server.stdin.flush()
+    return json.loads(fork_server.stdout.readline()), out.read_text(), err.read_text()
+
+  first = run("import os, sys, jax\nleft = 1\njax.config.update('jax_enable_x64', True)\n"
+              "print(os.getpid(), __name__, sys.argv)")
+  second = run("import os, jax.numpy as jnp\nprint(os.getpid(), jnp.ones(1).dtype)")
+  assert first[0] == second[0] == 0, (first, second)
+  assert first[1].split()[1:] == ["__main__", "['-c']"] and second[1].split()[1] == "float32"
+  assert len({int(first[1].split()[0]), int(second[1].split()[0]), fork_server.pid}) == 3
+  rc, _, err = run("print(left)")
+  assert rc == 1 and "NameError: name 'left' is not defined" in err
+  assert run("import sys\nsys.exit(3)")[0] == 3
 
 
 # ---------------------------------------------------------------- internal labels

@@ -42,10 +42,10 @@ def test_ordinal_folder_reader_and_sol_smoke(tmp_path):
   assert set(np.unique(d["y_train"])) <= set(range(5))
   with pytest.raises(ValueError, match="partitions 0..1"):
     offline.load_ordinal(str(folder), partition=2)
-  results = _run("sol_ordinal", f"smoke:datasets={folder},methods=sol+ce", tmp_path / "run",
-                 **{"train.steps": 20})
+  # One cheap method: reading the folder does not depend on the method (SOL runs end to end in test_configs).
+  results = _run("sol_ordinal", f"smoke:datasets={folder},methods=ce", tmp_path / "run", **{"train.steps": 10})
   assert {r["dataset"] for r in results["rows"]} == {f"{folder}/gaussian:0.4"}
-  assert {r["method"] for r in results["rows"]} >= {"sol", "ce"}
+  assert {r["method"] for r in results["rows"]} >= {"ce"}
   _finite_metrics(results["rows"], "mae")
 
 
@@ -88,10 +88,12 @@ def test_preferences_jsonl_reader(tmp_path, dialogue):
 
 
 def test_preferences_jsonl_causal_reward_text_smoke(tmp_path):
-  path = own_data.make_preferences_jsonl(tmp_path / "prefs.jsonl", n=40)
+  # 24 pairs and a 64-token window: MiniLM compiles one program per padded batch length, the run's main cost.
+  path = own_data.make_preferences_jsonl(tmp_path / "prefs.jsonl", n=24)
   results = _run("causal_reward", "text", tmp_path / "run",
                  **{"text.path": str(path), "text.methods": ("vanilla",), "text.epochs": 2, "text.num_seeds": 1,
-                    "text.batch_size": 8, "text.cache_dir": str(tmp_path / "cache")})
+                    "text.batch_size": 8, "text.cache_dir": str(tmp_path / "cache"), "text.max_len": 64,
+                    "text.prompt_tokens": 16})
   methods = {r["method"] for r in results["rows"]}
   assert "vanilla" in methods and not methods & {"crm_u", "crm_n"}       # text.methods was honoured
   _finite_metrics([r for r in results["rows"] if r["method"] == "vanilla"], "acc_id", "acc_anti")

@@ -35,7 +35,10 @@ def _predictions(method: str, num_classes: int, steps: int) -> dict[str, np.ndar
   return {d: np.asarray(sol.predict(trainer, fitted, xv, d)) for d in trainer.learner.decoders}
 
 
-@pytest.mark.parametrize("method,steps,invariant", [("l1", 40, True), ("sol", 20, False), ("ce", 20, False)])
+# SOL's own case compiles its trainer for two rank-set sizes (most of the file's time): slow; the CE head shows in
+# the default suite that a head spanning every rank is not padding-invariant.
+@pytest.mark.parametrize("method,steps,invariant",
+                         [("l1", 40, True), pytest.param("sol", 20, False, marks=pytest.mark.slow), ("ce", 20, False)])
 def test_padding_the_rank_set_with_empty_ranks(method, steps, invariant):
   plain, padded = _predictions(method, C, steps), _predictions(method, C + 3, steps)
   changed = sum(int((plain[d] != padded[d]).sum()) for d in plain)
