@@ -339,7 +339,7 @@ def main() -> int:
         os.killpg(proc.pid, signal.SIGKILL)   # unfinished mutants stay "not checked"
         proc.wait()
   if args.sample:
-    statuses = _statuses(work, names)
+    statuses = _statuses(work, [n for ns in drawn.values() for n in ns])
     command = "tools/mutate.py " + " ".join(sys.argv[1:])
     for module, ns in drawn.items():
       done = [n for n in ns if statuses.get(n, "not checked") not in ("not checked", "skipped")]
