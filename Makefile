@@ -59,7 +59,8 @@ docs-check:
 # Mutation score of one package's guarded modules against its fast tests (mutmut, niced; minutes to an hour
 # each). `make mutate PKG=core` (PKG: core metrics emf sol causal_reward smile unlearning eviprobe); work in
 # runs/mutate/$(PKG); fails when a module scores below its recorded score. Scores and survivors: docs/dev/mutation.md and
-# docs/dev/mutation_scores.json (`tools/mutate.py $(PKG) --record` rewrites that package's entry).
+# docs/dev/mutation_scores.json (`tools/mutate.py $(PKG) --record` rewrites that package's entry). A sampled
+# estimate in minutes: `tools/mutate.py $(PKG) --sample 25 --seed 1 --max-children 2` (N mutants per module, seeded).
 PKG ?= core
 mutate: install
 	$(PY) tools/mutate.py $(PKG) --check

@@ -256,8 +256,10 @@ def below_recorded(pkg: str, statuses: dict[str, str], path: Path = SCORES) -> l
         counts[status] = counts.get(status, 0) + 1
     if entry.get("score") is None or not counts or counts.get("not checked"):
       continue
-    if _score(counts) < entry["score"] - 0.05:
-      out.append(f"{module}: {_score(counts):.1f} % < recorded {entry['score']} %")
+    # a sampled estimate is checked against its 95 % interval's lower end, not its point value
+    floor = entry["ci95"][0] if entry.get("sampled") else entry["score"]
+    if _score(counts) < floor - 0.05:
+      out.append(f"{module}: {_score(counts):.1f} % < recorded {floor} %")
   return out
 
 
@@ -337,7 +339,7 @@ def main() -> int:
         os.killpg(proc.pid, signal.SIGKILL)   # unfinished mutants stay "not checked"
         proc.wait()
   if args.sample:
-    statuses = _statuses(work, names)
+    statuses = _statuses(work, [n for ns in drawn.values() for n in ns])
     command = "tools/mutate.py " + " ".join(sys.argv[1:])
     for module, ns in drawn.items():
       done = [n for n in ns if statuses.get(n, "not checked") not in ("not checked", "skipped")]
