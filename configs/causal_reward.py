@@ -1,6 +1,7 @@
 """Causal reward models vs baselines on the synthetic spurious-preference benchmark (+ HH text).
 
-  python -m experiments.causal_reward --config=configs/causal_reward.py:<preset> --workdir=runs/causal_reward_<preset>
+  python -m experiments.causal_reward --config=configs/causal_reward.py:smoke --workdir=runs/causal_reward_smoke
+  python -m experiments.causal_reward --config=configs/causal_reward.py:small --workdir=runs/causal_reward_small
 
 Presets: smoke; small (rho = 0.9, 5 seeds, best-of-N to N = 1024, probes); text (HH-RLHF harmless with
 injected cues, frozen MiniLM); sweep (rho 0.6-0.9, 3 seeds); paper (everything, 30 epochs); hack (the

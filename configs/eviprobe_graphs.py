@@ -1,6 +1,7 @@
 """X-EviProbe vs post-hoc / trained uncertainty baselines on frozen GNNs (GPN-style OOD benchmark).
 
-  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:<preset> --workdir=runs/eviprobe_<preset>
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke --workdir=runs/eviprobe_smoke
+  python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:protocol:dataset=cora --workdir=runs/eviprobe_cora
   python -m experiments.eviprobe_graphs --config=configs/eviprobe_graphs.py:smoke:path=/data/amazon_photo.npz ...
 
 Presets: smoke (Cora-ML, one split, LOC, short training); small (Cora-ML, CiteSeer, Cora x {LOC, normal,

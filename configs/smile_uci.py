@@ -1,6 +1,6 @@
 """SMILE (pSMILE) ensembles vs MAP, deep ensembles, SGLD, cyclical SGLD, SGHMC and MCLMC on UCI.
 
-  python -m experiments.smile_uci --config=configs/smile_uci.py:<preset> --workdir=runs/smile_uci_<preset>
+  python -m experiments.smile_uci --config=configs/smile_uci.py:smoke --workdir=runs/smile_uci_smoke
   python -m experiments.smile_uci --config=configs/smile_uci.py:A:datasets=energy+airfoil,splits=1 --workdir=runs/smile_A_energy
 
 Presets

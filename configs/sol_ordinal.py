@@ -1,6 +1,7 @@
 """SOL (stochastic order learning) vs baselines on ordinal benchmarks with noisy train labels.
 
-  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:<preset> --workdir=runs/sol_<preset>
+  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:smoke --workdir=runs/sol_smoke
+  python -m experiments.sol_ordinal --config=configs/sol_ordinal.py:ranks --workdir=runs/sol_ranks
   (suffixes: ":ranks:datasets=abalone+california,methods=sol+l1,noise=gaussian:0.4,partitions=5")
 
 Presets: smoke (toy size); ranks (the paper's protocol: many ranks, open-range Gaussian noise

@@ -11,7 +11,6 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from einops import rearrange
 
 from jaxml import core
 from jaxml.sol import baselines
@@ -147,23 +146,19 @@ def make_embed_fn(config: Mapping[str, Any] | None = None, *, chunk: int = 1024)
   net = _net(sol_settings(config), "embed")
 
   def embed(params, x):
-    n = x.shape[0]
-    size = min(chunk, n)
-    pad = (-n) % size
-    xp = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
-    out = jax.lax.map(lambda xb: net.apply({"params": params}, xb)["embedding"],
-                      rearrange(xp, "(c s) ... -> c s ...", s=size))
-    return rearrange(out, "c s d -> (c s) d")[:n]
+    n, size = x.shape[0], min(chunk, x.shape[0])
+    xp = jnp.pad(x, [(0, -n % size)] + [(0, 0)] * (x.ndim - 1))   # full chunks: one shape, as in training
+    one = lambda row: net.apply({"params": params}, row[None])["embedding"][0]  # noqa: E731
+    return jax.lax.map(one, xp, batch_size=size)[:n]
 
   return embed
 
 
 def _decode_chunks(fn: Callable[[jax.Array], jax.Array], n: int, chunk: int = 512) -> jax.Array:
-  """fn(rows [size] int) -> [R, size], applied over rows 0..n−1 in chunks (bounded k-NN memory)."""
+  """fn(rows [size] int) -> [R, size], applied over rows 0..n−1 in full chunks (bounded k-NN memory); [R, n]."""
   size = min(chunk, n)
-  starts = jnp.arange(0, n, size)
-  out = jax.lax.map(lambda s0: fn(jnp.minimum(s0 + jnp.arange(size), n - 1)), starts)   # [nc, R, size]
-  return rearrange(out, "c r s -> r (c s)")[:, :n]
+  rows = jnp.minimum(jnp.arange(n + -n % size), n - 1)
+  return jax.lax.map(lambda i: fn(i[None])[:, 0], rows, batch_size=size)[:n].T
 
 
 def _decode_table(s: Mapping[str, Any]) -> jax.Array:
