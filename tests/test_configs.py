@@ -80,7 +80,7 @@ SHORTER = {
     "causal_reward": ("epochs=1", "synthetic.n_train=512", "synthetic.n_val=128", "synthetic.n_test=256",
                       "synthetic.pool_size=256", "synthetic.bon_prompts=8", "synthetic.bon_candidates=16",
                       "synthetic.probe_steps=4"),
-    "smile_uci": ("smile.member_epochs=2", "smile.budget_epochs=6"),
+    "smile_uci": ("smile.member_epochs=2", "smile.budget_epochs=6", "smile.member_max_steps=16", "smile.num_samples=4"),
     "sol_ordinal": ("train.steps=40",),
     "unlearning": ("train.epochs=2.0",),
 }

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import pathlib
 import re
+import select
 import subprocess
 import sys
 
@@ -139,22 +140,33 @@ for line in sys.stdin:
 """
 
 
+def _fork_run(server: subprocess.Popen, code: str, out: pathlib.Path, err: pathlib.Path) -> int:
+  """Runs `code` in a fork of `server`, its stdout and stderr written to `out` and `err`; its exit code."""
+  server.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
+  server.stdin.flush()
+  ready, _, _ = select.select([server.stdout], [], [], 300)
+  assert ready, "a snippet ran for more than 300 s"
+  return json.loads(server.stdout.readline())
+
+
 @pytest.fixture(scope="module")
 def fork_server():
   server = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=ROOT, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
   yield server
   server.stdin.close()
-  server.wait(timeout=60)
+  try:
+    server.wait(timeout=60)
+  except subprocess.TimeoutExpired:   # a snippet that never returned: end the server with it
+    server.kill()
+    server.wait()
 
 
 @pytest.mark.parametrize("page,index,code", SNIPPETS, ids=[f"{p.stem}{i}" for p, i, _ in SNIPPETS])
 def test_snippet_runs_in_a_fresh_interpreter(page, index, code, fork_server, tmp_path):
   del index
   out, err = tmp_path / "stdout", tmp_path / "stderr"
-  fork_server.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
-  fork_server.stdin.flush()
-  returncode = json.loads(fork_server.stdout.readline())
+  returncode = _fork_run(fork_server, code, out, err)
   assert returncode == 0, f"{page.name}:\n{err.read_text()[-3000:]}"
   assert out.read_text().strip(), "a snippet prints what it shows"
 
@@ -164,9 +176,7 @@ def test_a_snippet_runs_in_its_own_process_and_namespace(fork_server, tmp_path):
   another snippet's names or global JAX settings, and its failure or exit code is reported."""
   def run(code):
     out, err = tmp_path / "stdout", tmp_path / "stderr"
-    fork_server.stdin.write(json.dumps({"code": code, "out": str(out), "err": str(err)}) + "\n")
-    fork_server.stdin.flush()
-    return json.loads(fork_server.stdout.readline()), out.read_text(), err.read_text()
+    return _fork_run(fork_server, code, out, err), out.read_text(), err.read_text()
 
   first = run("import os, sys, jax\nleft = 1\njax.config.update('jax_enable_x64', True)\n"
               "print(os.getpid(), __name__, sys.argv)")
