@@ -5,7 +5,7 @@ step), events.out.tfevents.* (unless `tensorboard=False`), *.png, results.json (
 "rows": [{"method", "dataset", "split", "seed", "metrics", "cost"}], "wall_s", "env"}, written atomically
 at the end) and .lock (see lock_workdir). A killed run resumes from its last checkpoint when relaunched.
 Strict configs: a `--config.<key>` override that the experiment's `plan` does not read fails (exit 2).
-The persistent compilation cache lives under $JAXML_CACHE_DIR (`--nocompilation_cache` turns it off)."""
+The persistent compilation cache lives in $JAXML_CACHE_DIR/jax_cache (`--nocompilation_cache` turns it off)."""
 
 import datetime
 import fcntl
@@ -28,7 +28,7 @@ from jaxml import core
 
 __all__ = ["define_flags", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
            "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
-           "track_reads", "config_leaves", "override_keys", "enable_compilation_cache", "cache_dir"]
+           "track_reads", "config_leaves", "override_keys", "enable_compilation_cache"]
 
 FLAGS = flags.FLAGS
 
@@ -57,15 +57,9 @@ def define_flags() -> None:
   flags.DEFINE_integer("num_processes", None, "Process count (only off-TPU multihost).")
   flags.DEFINE_integer("process_id", None, "This process's index (only off-TPU multihost).")
   flags.DEFINE_string("cpu_collectives", None, "e.g. 'gloo' for multi-process CPU runs.")
-  flags.DEFINE_bool("compilation_cache", True, "JAX persistent compilation cache under $JAXML_CACHE_DIR or "
-                    "~/.cache/jaxml/jax_cache (JAXML_COMPILATION_CACHE=0 also turns it off).")
+  flags.DEFINE_bool("compilation_cache", True, "JAX persistent compilation cache in core.cache_dir('jax_cache') "
+                    "(JAXML_COMPILATION_CACHE=0 also turns it off).")
   flags.mark_flags_as_required(["config", "workdir"])
-
-
-def cache_dir() -> str:
-  """$JAXML_CACHE_DIR, else <user cache dir>/jaxml/jax_cache."""
-  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.environ.get("JAXML_CACHE_DIR") or os.path.join(root, "jaxml", "jax_cache")
 
 
 def enable_compilation_cache(enabled: bool = True) -> str | None:
@@ -76,7 +70,7 @@ def enable_compilation_cache(enabled: bool = True) -> str | None:
   """
   if not enabled or os.environ.get("JAXML_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
     return None
-  path = cache_dir()
+  path = core.cache_dir("jax_cache")
   os.makedirs(path, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", path)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxml import core
 from jaxml.nn.bert import SentenceEncoder
 
 __all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
@@ -113,8 +114,8 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
 
 
 def default_cache_dir() -> pathlib.Path:
-  """$JAXML_CACHE_DIR, else ~/.cache/jaxml."""
-  return pathlib.Path(os.environ.get("JAXML_CACHE_DIR", pathlib.Path.home() / ".cache" / "jaxml"))
+  """`core.cache_dir()`: $JAXML_CACHE_DIR, else ~/.cache/jaxml."""
+  return pathlib.Path(core.cache_dir())
 
 
 def cache_key(texts: Sequence[str], *, tag: str) -> str:

@@ -5,7 +5,7 @@ checkpoints. Start with `Method` and `train` (see docs/adding_a_method.md); the 
 from jaxml.core import batches, checkpoint, distributed, metrics, optim, rng, select, sharding, step, types
 from jaxml.core.batches import epoch_batches
 from jaxml.core.batching import batched_apply, tree_all_finite
-from jaxml.core.config import reject_unknown
+from jaxml.core.config import cache_dir, reject_unknown
 from jaxml.core.distributed import is_main_process, maybe_initialize
 from jaxml.core.loop import Hook, NonFiniteLossError, StopTraining, auto_steps_per_dispatch, fit, param_count
 from jaxml.core.metrics import MetricWriter
@@ -21,6 +21,7 @@ from jaxml.core.types import Batch, Method, Params
 __all__ = [
     "Batch", "Hook", "Method", "MetricWriter", "NonFiniteLossError", "Params", "Selection", "StopTraining",
     "TrainContext", "TrainResult", "TrainState", "TrainSteps", "auto_steps_per_dispatch", "batched_apply",
+    "cache_dir",
     "epoch_batches",
     "create_train_state", "fit", "fold_in_each", "freeze", "is_main_process", "label_by_path", "loop_config",
     "make_mesh", "make_multi_step", "make_optimizer", "make_train_step", "make_trainer", "maybe_initialize",

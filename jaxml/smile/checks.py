@@ -15,10 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxml import core
 from jaxml.smile import adaptation, baselines, chains, kernel
 
 __all__ = ["Check", "linear_regression", "logistic_regression", "anisotropic_gaussian", "funnel",
-           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors", "cache_dir",
+           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors",
            "CHECKS", "SPREAD_METHODS", "spread_kernels", "run_spread"]
 
 
@@ -76,12 +77,6 @@ def logistic_logdensity(n: int, prior: float) -> Callable[[jax.Array, dict], jax
   return logdensity_fn
 
 
-def cache_dir() -> str:
-  """$XDG_CACHE_HOME/jaxml/smile_checks (default ~/.cache/...)."""
-  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(root, "jaxml", "smile_checks")
-
-
 def nuts_reference(logdensity_fn: Callable[[jax.Array], jax.Array], dim: int, *, num_chains: int = 4,
                    num_warmup: int = 1000, num_samples: int = 2000, seed: int = 0,
                    max_rhat: float = 1.01) -> tuple[np.ndarray, np.ndarray, float]:
@@ -119,14 +114,14 @@ def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size
   logdensity_fn = logistic_logdensity(n, prior)
   data = {"x": jnp.asarray(x), "y": jnp.asarray(y)}
   key = hashlib.sha256(f"logreg-v1-{n}-{p}-{prior}-{seed}".encode()).hexdigest()[:16]
-  path = os.path.join(cache_dir(), f"logreg_{key}.npz")
+  path = os.path.join(core.cache_dir("smile_checks"), f"logreg_{key}.npz")
   if use_cache and os.path.exists(path):
     ref = np.load(path)
     mean, std = ref["mean"], ref["std"]
   else:
     mean, std, rhat = nuts_reference(lambda th: logdensity_fn(th, data), p, seed=seed)
     if use_cache:
-      os.makedirs(cache_dir(), exist_ok=True)
+      os.makedirs(os.path.dirname(path), exist_ok=True)
       np.savez(path, mean=mean, std=std, rhat=rhat)
   return Check("logreg", logdensity_fn, data, batch_size, np.asarray(mean), np.asarray(std), 0.1)
 

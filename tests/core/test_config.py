@@ -50,3 +50,15 @@ def test_fold_in_each_gives_each_id_its_own_key_whatever_runs_beside_it():
   np.testing.assert_array_equal(both[1], alone[0])
   np.testing.assert_array_equal(both[0], jax.random.key_data(jax.random.fold_in(key, 3)))
   assert not np.array_equal(both[0], both[1])
+
+
+def test_cache_dir_is_one_root_from_the_environment(monkeypatch, tmp_path):
+  from jaxml import core
+  monkeypatch.setenv("JAXML_CACHE_DIR", str(tmp_path / "mine"))
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  assert core.cache_dir("jax_cache") == str(tmp_path / "mine" / "jax_cache")
+  monkeypatch.delenv("JAXML_CACHE_DIR")
+  assert core.cache_dir() == str(tmp_path / "xdg" / "jaxml")
+  monkeypatch.delenv("XDG_CACHE_HOME")
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  assert core.cache_dir("smile_checks") == str(tmp_path / "home" / ".cache" / "jaxml" / "smile_checks")
