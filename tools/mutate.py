@@ -59,7 +59,7 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
                     "tests/unlearning/test_transform_and_losses.py",
                     "tests/unlearning/test_splits_and_metrics.py::test_avg_gap_definition",
                     "tests/unlearning/test_baselines.py::test_unlearning_metrics_assemble_ua_ra_ta_on_the_right_rows",
-                    "tests/unlearning/test_api_properties.py"]),
+                    "tests/unlearning/test_api_properties.py", "tests/unlearning/test_transform_properties.py"]),
     "causal_reward": (["jaxml/causal_reward/model.py", "jaxml/causal_reward/losses.py"],
                       ["tests/causal_reward/test_losses.py", "tests/causal_reward/test_model.py",
                        "tests/causal_reward/test_model_properties.py"]),
