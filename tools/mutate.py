@@ -9,10 +9,16 @@ when a module's score falls below the score recorded for it in docs/dev/mutation
 measured have none); with `--record` it writes the per-module counts and the
 surviving mutants into docs/dev/mutation_scores.json (judged equivalence reasons already there are kept).
 
+Sampled mode (`--sample N --seed S`): a full pass costs seconds per mutant (each re-compiles JAX tests) times
+hundreds of mutants per module, so this generates every mutant (mutmut's own generation step, no run), lists them
+(`mutmut results --all true`), draws N per module uniformly at random (seeded per module), runs `mutmut run` on
+the drawn names only, and reports killed / n with the binomial standard error and the exact 95 % interval.
+
 JAX note: workers fork from mutmut's fork server (`process_isolation = forkserver`), which imports the
 tests but runs none, so no XLA thread pool or jit cache is shared with a worker; each worker traces the
 mutated (trampolined) function afresh. A package in PRELOAD has guarding tests that start XLA at import
-(blackjax computes `jnp.log(2.0)` for a default argument): its fork server imports only the listed
+(blackjax computes `jnp.log(2.0)` for a default argument; emf, eviprobe, unlearning and the metrics
+tests build arrays at module level): its fork server imports only the listed
 modules (`forkserver_warmup = import`) and each worker imports the tests itself, after the fork.
 """
 
