@@ -14,7 +14,9 @@ Presets
   paper  accelerators only: CIFAR-10 through TFDS, ResNet, pSMILE vs SGLD chains.
   spread posterior spread against known posteriors (`jaxml.smile.checks`); no UCI data.
 Budgets are in per-example gradient evaluations (PEG), equal per chain. `L = 0` means L = infinity.
-Keys of methods that do not run are left out: choose methods with `methods=`."""
+Keys of methods that do not run are left out: choose methods with `methods=` (`psmile_auto`, in no preset's
+default list: `smile.psmile` with its own defaults on the ε₀ grid, e.g. uci11:budget_scale=0.02,datasets=yacht,
+methods=de+psmile_naive+psmile_auto+sgld+sghmc)."""
 
 import ml_collections
 
