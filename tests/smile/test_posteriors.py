@@ -72,8 +72,9 @@ def test_auto_l_tracks_the_spread_and_freezes_after_warmup():
   check = posteriors.correlated_gaussian(dim=4, rho=0.5)
   res = _auto_run(check, 2000)
   length = np.asarray(res.states.L)
-  # L = 0.4 √(Σ Var θ) = 0.4 · 2 for four unit variances; frozen at the end of warmup (adapt_steps = 1000)
-  assert abs(np.median(length) / 0.8 - 1) < 0.3 and np.all((length > 0.4) & (length < 1.6))
+  # the default L = 0.7 √(Σ Var θ) = 0.7 · 2 for four unit variances (blackjax's 0.4 would give 0.8, outside the
+  # 10 % band); frozen at the end of warmup (adapt_steps = 1000)
+  assert abs(np.median(length) / 1.4 - 1) < 0.1 and np.all((length > 0.7) & (length < 2.8))
   mean_err, std_err = checks.spread_errors(np.asarray(res.positions).reshape(-1, 4), check)
   assert mean_err < 0.25 and std_err < 0.15
 
