@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from jaxml import core
@@ -42,23 +43,9 @@ AUTO = "psmile_auto"
 Result = tuple[dict[str, float], dict[str, float]]
 
 
-class _Cfg:
-  """Attribute access to a plain dict, so a dict works wherever a ConfigDict does."""
-
-  def __init__(self, cfg: dict):
-    self._cfg = cfg
-
-  def __getattr__(self, key: str) -> Any:
-    value = self._cfg[key]
-    return _Cfg(value) if isinstance(value, dict) else value
-
-  def get(self, key: str, default: Any = None) -> Any:
-    value = self._cfg.get(key, default)
-    return _Cfg(value) if isinstance(value, dict) else value
-
-
 def _c(cfg: Any) -> Any:
-  return _Cfg(cfg) if isinstance(cfg, dict) else cfg
+  """A plain dict as a ConfigDict (attribute access), so a dict works wherever a ConfigDict does."""
+  return ml_collections.ConfigDict(cfg) if isinstance(cfg, dict) else cfg
 
 
 def sampler_batch_size(cfg: Any, n: int) -> int:
