@@ -6,8 +6,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["bar_plot", "bar_panels", "scatter_cells", "sample_grid"]
-
 
 def _pyplot():
   import matplotlib
