@@ -12,13 +12,14 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from jaxml.metrics import paired_values, wilcoxon_paired
+from jaxml.metrics.tables import finite_values, fmt_mean_std, markdown_table, method_cell_table, std_err
 from experiments.plots import bar_panels, bar_plot, sample_grid, scatter_cells
 
 KEY = ["dataset", "split", "seed"]   # what pairs two methods' runs
@@ -36,35 +37,6 @@ def frame(rows: Sequence[dict], src: str = "metrics") -> pd.DataFrame:
 
 def _col(df: pd.DataFrame, key: str) -> pd.Series:
   return df[key] if key in df else pd.Series(np.nan, index=df.index)
-
-
-def _finite(values: Iterable[Any]) -> list[float]:
-  return [float(v) for v in values if v is not None and np.isfinite(v)]
-
-
-def std_err(values: Sequence[float]) -> float:
-  """Standard error of the mean: sample std / sqrt(n); NaN below 2 values."""
-  return float(stats.sem(values)) if len(values) >= 2 else math.nan
-
-
-def fmt_mean_std(values: Iterable[float | None], digits: int | None = None, *, se: bool = False,
-                 scale: float = 1.0) -> str:
-  """Mean ± std (population) of the finite values times `scale`; "n/a" if none, the mean alone for one;
-  `se`: ± the standard error of the mean instead; digits default: 4 below 10, else 2."""
-  vals = [scale * v for v in _finite(values)]
-  if not vals:
-    return "n/a"
-  m = float(np.mean(vals))
-  d = digits if digits is not None else (4 if abs(m) < 10 else 2)
-  spread = std_err(vals) if se else float(np.std(vals))
-  return f"{m:.{d}f}" if len(vals) == 1 else f"{m:.{d}f} ± {spread:.{d}f}"
-
-
-def markdown_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> str:
-  """A markdown table; cells are formatted with str()."""
-  out = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-  out += ["| " + " | ".join(map(str, cells)) + " |" for cells in lines]
-  return "\n".join(out) + "\n"
 
 
 def table(results: dict, metrics: list[str] | None = None) -> str:
@@ -95,7 +67,7 @@ def pivot_table(rows: list[dict], metric: str, *, higher_is_better: bool | None 
   cells = df.assign(v=_col(df, metric)).groupby(["method", "dataset"], sort=False)["v"].agg(list)
   best = {}
   for d in datasets if higher_is_better is not None else ():
-    means = {m: np.mean(v) for m in methods if (m, d) in cells.index and (v := _finite(cells[m, d]))}
+    means = {m: np.mean(v) for m in methods if (m, d) in cells.index and (v := finite_values(cells[m, d]))}
     if means:   # ties go to the earlier method
       best[d] = (max if higher_is_better else min)(means, key=means.get)
 
@@ -193,7 +165,7 @@ def mean_se_table(rows: list[dict], methods: tuple[str, ...], cols: list[tuple[s
   """Markdown: one line per (dataset, method) in `methods` order; `cols` = [(metric, header)], mean
   over rows (± standard error for `se_cols`), then total PEG and wall time from the cost."""
   def fmt(vals, se=True):
-    vals = _finite(vals)
+    vals = finite_values(vals)
     if not vals:
       return "–"
     m = float(np.mean(vals))
@@ -239,7 +211,7 @@ def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], set
     for m in methods:
       vals = []
       for c in scells:
-        o, mi = _finite(_values(rows, m, c, metric)), _finite(_values(rows, m, c, second))
+        o, mi = finite_values(_values(rows, m, c, metric)), finite_values(_values(rows, m, c, second))
         txt = "–" if not o else fmt_mean_std(o, 1, scale=100.0) + (f" / {100 * np.mean(mi):.1f}" if mi else "")
         vals.append(f"**{txt}**" if m == ours and o else txt)
       if any(v != "–" for v in vals):
@@ -296,25 +268,6 @@ def cost_medians(rows: list[dict], methods: list[str], keys: tuple[str, ...], *,
   lines = [[m] + [f"{med.at[m, k]:.4f}" if k in med and not pd.isna(med.at[m, k]) else "–" for k in keys]
            for m in methods if m in med.index]
   return title + "\n" + markdown_table(["method", *keys], lines).rstrip("\n")
-
-
-def method_cell_table(rows: list[dict], cells: list[str], methods: list[str],
-                      columns: list[tuple[str, str, int, str, float]], labels: dict[str, str] | None = None) -> str:
-  """Per cell a '### cell (n seeds)' table, a row per method, columns (key, header, digits, src, scale)
-  formatted as mean ± std over seeds."""
-  labels = labels or {}
-  out = []
-  for cell in cells:
-    seeds = sorted({r["seed"] for r in rows if r["dataset"] == cell})
-    lines = []
-    for method in methods:
-      rs = [r for r in rows if r["dataset"] == cell and r["method"] == method]
-      if rs:
-        lines.append([labels.get(method, method)] + [fmt_mean_std([r[src].get(key) for r in rs], dg, scale=scale)
-                                                     for key, _, dg, src, scale in columns])
-    out += [f"\n### {cell} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})\n",
-            markdown_table(["method"] + [c[1] for c in columns], lines).rstrip("\n")]
-  return "\n".join(out) + "\n"
 
 
 def _main(argv: list[str]) -> None:

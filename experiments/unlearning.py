@@ -217,10 +217,10 @@ def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> li
 def reports(rows: list[dict], methods: list[str], *, paper_table: bool) -> dict[str, Any]:
   """Every report of a run, {file name: markdown text or matplotlib figure}: summary.md, avg_gap_vs_rte.png
   and, with `paper_table`, paper_summary.md and forget_acc_sweep.png (`jaxml.unlearning.report`)."""
-  out = {"summary.md": ul_report.summary(rows, methods, report.method_cell_table),
+  out = {"summary.md": ul_report.summary(rows, methods),
          "avg_gap_vs_rte.png": report.scatter_cells(rows, cells=ul_report.cells(rows), **ul_report.GAP_PLOT)}
   if paper_table:
-    out["paper_summary.md"] = ul_report.paper_summary(rows, methods, report.method_cell_table)
+    out["paper_summary.md"] = ul_report.paper_summary(rows, methods)
     out["forget_acc_sweep.png"] = ul_report.sweep_plot(rows)
   return out
 

@@ -110,11 +110,6 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
   return out if out is not None else np.zeros((0, 384), np.float32)
 
 
-def default_cache_dir() -> pathlib.Path:
-  """`core.cache_dir()`: $JAXML_CACHE_DIR, else ~/.cache/jaxml."""
-  return pathlib.Path(core.cache_dir())
-
-
 def cache_key(texts: Sequence[str], *, tag: str) -> str:
   h = hashlib.sha256(tag.encode())
   for t in texts:
@@ -127,7 +122,7 @@ def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], lis
                 batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
   """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`;
   `tag` must change whenever `tokenize_fn` (texts -> token id arrays) changes."""
-  folder = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+  folder = pathlib.Path(cache_dir or core.cache_dir())   # default: $JAXML_CACHE_DIR, else ~/.cache/jaxml
   path = folder / f"{cache_key(texts, tag=tag)}.npy"
   if path.exists():
     emb = np.load(path)

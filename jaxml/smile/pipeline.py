@@ -297,11 +297,6 @@ def _smile_options(cfg: Any) -> dict:
   return {"L": math.inf if not cfg.L else float(cfg.L), "clamp": _precond_clamp(cfg)}
 
 
-def _fixed(cfg: Any) -> adaptation.Tuner:
-  """The fixed-ε rule of the naive variants: ε halved on a non-finite step unless `nonfinite_halving` is off."""
-  return adaptation.fixed_tuner(halve_nonfinite=bool(cfg.get("nonfinite_halving", True)))
-
-
 def family_hypers(cfg: Any, combos: Sequence[tuple[str, float]], k: int) -> dict[str, jnp.ndarray]:
   """Per-chain hypers of the `smile_family` runner for `combos` [(method, ε₀)], k chains each (combo-major):
   ε₀, the variant (precondition, tuned) and the r clamp (`precond_clamp`, on for `CLAMPED`)."""
@@ -327,8 +322,10 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
     ref = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+    # the naive variants' fixed ε is halved on a non-finite step unless `nonfinite_halving` is off
+    fixed = adaptation.fixed_tuner(halve_nonfinite=bool(cfg.get("nonfinite_halving", True)))
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuner=adaptation.per_chain_tuner(
-        ref, _fixed(cfg)), same_batch_energy=bool(cfg.same_batch_energy), **_smile_options(cfg)))
+        ref, fixed), same_batch_energy=bool(cfg.same_batch_energy), **_smile_options(cfg)))
   if group == "psmile_vt":
     tuner = adaptation.virial_tuner(adapt_steps=int(warmup_steps), gain=float(cfg.vt_gain),
                                     target=float(cfg.vt_target), settle_frac=float(cfg.vt_settle_frac),

@@ -47,11 +47,6 @@ def predictor(model, cache: MutableMapping[Hashable, Any] | None = None) -> Call
       lambda p, x: (model.apply({"params": p}, x), model_lib.encode(model, p, x))))
 
 
-def setting_keys(name: str) -> frozenset[str]:
-  """The settings an RU method accepts: `api.DEFAULTS`, plus `ANCHOR_DEFAULTS` for ru_zs_anchor."""
-  return frozenset(api.DEFAULTS) | (frozenset(ANCHOR_DEFAULTS) if name == "ru_zs_anchor" else frozenset())
-
-
 def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
   """% of the forget rows D_f that `predict` assigns their own label (the rows every regime holds)."""
   rows = np.asarray(task.forget_idx)
@@ -183,8 +178,8 @@ def check_settings(name: str, settings: Mapping[str, Any]) -> None:
   """Raises ValueError on a setting method `name` does not have (before anything runs)."""
   if name not in RU_METHODS:
     baselines.hyperparameters("retrain" if name == "original" else name, settings)
-  elif set(settings) - setting_keys(name):
-    raise ValueError(f"unknown {name} settings {sorted(set(settings) - setting_keys(name))}")
+  elif unknown := set(settings) - set(api.DEFAULTS) - set(ANCHOR_DEFAULTS if name == "ru_zs_anchor" else ()):
+    raise ValueError(f"unknown {name} settings {sorted(unknown)}")
 
 
 def check_grid(name: str, param: str, score: str, settings: Mapping[str, Any]) -> None:
