@@ -1,9 +1,10 @@
 """results.json rows -> markdown tables, paired tests and plots, on pandas and scipy.stats.
 
-Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame,
-`fmt_mean_std` is the one "m ± s" formatter, `markdown_table`, `table` (one results.json, the CLI),
+Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame;
+`fmt_mean_std` (the one "m ± s" formatter), `markdown_table` and `method_cell_table` come from
+`jaxml.metrics.tables`, which the method packages' summaries share; `table` (one results.json, the CLI),
 `pivot_table`, `paired` / `sign_test` / `compare` (paired tests), `best_by` (validation choice),
-`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`, `method_cell_table`.
+`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`.
 
   python -m experiments.report --workdirs runs/a,runs/b [--out table.md] [--metrics acc,nll]
 """
