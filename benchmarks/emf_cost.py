@@ -10,13 +10,13 @@ whole batch, B = only on the interval rows. `meanflow_dvjp` gets its JVP from tw
 
 import argparse
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from benchmarks.timing import flops, timed
 from jaxml import core
 from jaxml.emf import api
 from jaxml.emf.model import make_apply_fn, make_network
@@ -52,18 +52,14 @@ def build(method, model, shape, batch_size, aux_rows):
   state = core.create_train_state(params, opt, 0, ema=True, extra=extra)
   step = jax.jit(core.make_train_step(gen.method.loss_fn, opt, ema_decay=0.999, uses_extra=uses_extra),
                  donate_argnums=0)
-  t0 = time.perf_counter()
-  compiled = step.lower(state, batch).compile()
-  compile_s = time.perf_counter() - t0
+  compile_s, compiled = timed(lambda: step.lower(state, batch).compile())
   mem = compiled.memory_analysis()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   for _ in range(3):
     state, _ = compiled(state, batch)
   jax.block_until_ready(state)
   return compiled, state, batch, {
       "temp": mem.temp_size_in_bytes, "arg": mem.argument_size_in_bytes, "out": mem.output_size_in_bytes,
-      "alias": mem.alias_size_in_bytes, "flops": float(cost.get("flops", float("nan"))), "compile_s": compile_s}
+      "alias": mem.alias_size_in_bytes, "flops": flops(compiled), "compile_s": compile_s}
 
 
 def time_interleaved(built, steps):
@@ -73,11 +69,8 @@ def time_interleaved(built, steps):
   states = {m: b[1] for m, b in built.items()}
   for _ in range(max(steps // 2, 1)):
     for m, (compiled, _, batch, _) in built.items():
-      t = time.perf_counter()
-      for _ in range(2):
-        states[m], _ = compiled(states[m], batch)
-      jax.block_until_ready(states[m])
-      times[m].append((time.perf_counter() - t) / 2)
+      t, states[m] = timed(lambda s: compiled(compiled(s, batch)[0], batch)[0], states[m])  # noqa: B023
+      times[m].append(t / 2)
   return {m: 1e3 * statistics.median(v) for m, v in times.items()}
 
 
@@ -89,12 +82,12 @@ def building_blocks(model, shape, batch_size):
   t = jnp.full((batch_size,), 0.3)
   r = jnp.full((batch_size,), 0.7)
   params = net.init(jax.random.key(0), x, t, t)["params"]
-  flops = lambda f, *a: jax.jit(f).lower(*a).compile().cost_analysis().get("flops", float("nan"))
-  fwd = flops(lambda p: apply_fn(p, x, t, r), params)
-  fb = flops(jax.grad(lambda p: jnp.sum(apply_fn(p, x, t, r) ** 2)), params)
-  jvp = flops(lambda p: jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
+  fl = lambda f, *a: flops(jax.jit(f).lower(*a).compile())  # noqa: E731
+  fwd = fl(lambda p: apply_fn(p, x, t, r), params)
+  fb = fl(jax.grad(lambda p: jnp.sum(apply_fn(p, x, t, r) ** 2)), params)
+  jvp = fl(lambda p: jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
                                 (x, jnp.ones_like(t), jnp.zeros_like(r))), params)
-  fused = flops(jax.grad(lambda p: jnp.sum(jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
+  fused = fl(jax.grad(lambda p: jnp.sum(jax.jvp(lambda xx, tt, rr: apply_fn(p, xx, tt, rr), (x, t, r),
                                                    (x, jnp.ones_like(t), jnp.zeros_like(r)))[0] ** 2)), params)
   return {"forward": fwd, "fwd+bwd": fb, "jvp": jvp, "grad through jvp primal": fused}
 

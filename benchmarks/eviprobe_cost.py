@@ -7,27 +7,16 @@ Medians of `--repeats` warm jitted calls on a freshly initialised backbone. Prin
 `fit_score_over_forward=<x>` and `extension_extra_over_forward=<x>` (the target for each is <= 2)."""
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.timing import repeat_time
 from configs import eviprobe_graphs
 from jaxml.data import graph_shift, offline
 from jaxml.eviprobe import backbone as bb, baselines as bl, probe
 from jaxml.eviprobe.api import probe_config
-
-
-def _median_time(fn, repeats: int) -> float:
-  jax.block_until_ready(fn())
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
 
 
 def main() -> None:
@@ -52,14 +41,14 @@ def main() -> None:
   fit = jax.jit(probe.fit_probe, static_argnums=6)
   score = jax.jit(probe.score, static_argnums=5)
 
-  t_fwd = _median_time(lambda: bb.forward(model, params, batch), args.repeats)
-  t_fit = _median_time(lambda: fit(out["q"], out["z"], out["logits"], labels, tr, va, cfg), args.repeats)
+  t_fwd = repeat_time(lambda: bb.forward(model, params, batch), args.repeats)
+  t_fit = repeat_time(lambda: fit(out["q"], out["z"], out["logits"], labels, tr, va, cfg), args.repeats)
   state = fit(out["q"], out["z"], out["logits"], labels, tr, va, cfg)
-  t_score = _median_time(lambda: score(state, out["q"], out["z"], out["logits"], edges, cfg), args.repeats)
-  t_ext = _median_time(lambda: score(state, out["q"], out["z"], out["logits"], edges, ext), args.repeats)
+  t_score = repeat_time(lambda: score(state, out["q"], out["z"], out["logits"], edges, cfg), args.repeats)
+  t_ext = repeat_time(lambda: score(state, out["q"], out["z"], out["logits"], edges, ext), args.repeats)
   gnnsafe = jax.jit(bl.gnnsafe)
-  t_gnnsafe = _median_time(lambda: gnnsafe(out["logits"], edges), args.repeats)
-  t_mc = _median_time(lambda: bb.mc_logits(model, params, batch, jax.random.key(1), 10), max(3, args.repeats // 4))
+  t_gnnsafe = repeat_time(lambda: gnnsafe(out["logits"], edges), args.repeats)
+  t_mc = repeat_time(lambda: bb.mc_logits(model, params, batch, jax.random.key(1), 10), max(3, args.repeats // 4))
   n, f = g["features"].shape
   print(f"probe={cfg}\nextension={ext}")
   print(f"dataset={args.dataset} nodes={n} features={f} edges={g['edges'].shape[1]} feature_format={args.features} "

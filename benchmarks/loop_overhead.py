@@ -5,13 +5,11 @@
 Prints `loop_overhead_ratio=<fit steps/s ÷ hand-written steps/s>` (1.0 = no overhead); `fit` runs
 K = 50 steps per dispatch, the hand-written loop one."""
 
-import time
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 from absl import app, flags
 
+from benchmarks.timing import timed
 from jaxml import classifier, core
 from jaxml.data import offline
 
@@ -38,11 +36,13 @@ def main(argv):
     step = jax.jit(train_step, donate_argnums=0)
     state, m = step(state, jax.device_put(batches[0]))      # compile outside the timing
     jax.block_until_ready(m)
-    t0 = time.perf_counter()
-    for b in batches:
-      state, m = step(state, jax.device_put(b))
-    jax.block_until_ready((state, m))
-    return len(batches) / (time.perf_counter() - t0)
+
+    def loop(state):
+      for b in batches:
+        state, m = step(state, jax.device_put(b))
+      return state, m
+
+    return len(batches) / timed(loop, state)[0]
 
   def with_fit() -> float:
     state = core.create_train_state(params, optimizer, 0)
@@ -51,11 +51,8 @@ def main(argv):
     k = core.auto_steps_per_dispatch([500])
     core.fit(state, train_step, lambda i: batches[i], num_steps=k, log_every=500, progress=False)
     state = core.create_train_state(params, optimizer, 0)
-    t0 = time.perf_counter()
-    result = core.fit(state, train_step, lambda i: batches[i], num_steps=len(batches), log_every=500,
-                      progress=False)
-    jax.block_until_ready(result.state)
-    return len(batches) / (time.perf_counter() - t0)
+    return len(batches) / timed(lambda: core.fit(state, train_step, lambda i: batches[i], num_steps=len(batches),
+                                                 log_every=500, progress=False).state)[0]
 
   # Interleaved repeats, best of each: slow drifts of a shared machine hit both loops alike.
   hand, fitted = 0.0, 0.0

@@ -12,12 +12,12 @@ step for pSMILE, pSMILE-naive, SMILE-naive and SGLD.
 import argparse
 import collections
 import re
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.timing import repeat_time, timed
 from jaxml.smile import adaptation, baselines, chains, kernel, targets
 
 
@@ -56,9 +56,7 @@ def main() -> None:
       best[name], peg[name] = float("inf"), res.peg_per_chain * args.chains
     for r in range(args.repeats):
       for name, runner in runners.items():
-        t0 = time.perf_counter()
-        jax.block_until_ready(runner(starts, data, jax.random.key(2 + r)).positions)
-        best[name] = min(best[name], time.perf_counter() - t0)
+        best[name] = min(best[name], timed(lambda: runner(starts, data, jax.random.key(2 + r)).positions)[0])  # noqa: B023
     rates = {name: peg[name] / best[name] for name in runners}
     for name in runners:
       print(f"b={b} {name}: {peg[name]:.3g} PEG in {best[name]:.3f}s -> {rates[name]:.3g} PEG/s", flush=True)
@@ -89,13 +87,7 @@ def per_step(args, logd, starts, data, b: int) -> None:
       body = lambda s, t: (vstep(jax.random.split(jax.random.fold_in(key, t), c), s, mb, t)[0], None)
       return jax.lax.scan(body, s, jnp.arange(args.steps))[0]
 
-    jax.block_until_ready(run(state, jax.random.key(2)))
-    best = float("inf")
-    for r in range(args.repeats):
-      t0 = time.perf_counter()
-      jax.block_until_ready(run(state, jax.random.key(3 + r)))
-      best = min(best, time.perf_counter() - t0)
-    seconds[name] = best / args.steps
+    seconds[name] = repeat_time(lambda: run(state, jax.random.key(3)), args.repeats, min) / args.steps  # noqa: B023
     print(f"{name:13s} {seconds[name] * 1e6:7.1f} us/step  {k.grads_per_step} grads/step  {fusions} fused ops/step",
           flush=True)
   print(f"step_peg_per_s_ratio={seconds['sgld'] * 2 / seconds['psmile']:.3f}")

@@ -13,14 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.timing import timed
 from jaxml import core, sol
 
 
 def _cpu_ms(fn, *args, n: int = 1) -> tuple[float, object]:
-  t0 = time.process_time()
-  out = fn(*args)
-  jax.block_until_ready(out)
-  return 1e3 * (time.process_time() - t0) / n, out
+  t, out = timed(fn, *args, clock=time.process_time)
+  return 1e3 * t / n, out
 
 
 class _Stepper:

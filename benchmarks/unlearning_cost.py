@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.timing import flops
 from jaxml import core
 from jaxml.data import offline
 from jaxml.data import unlearning_splits as splits
@@ -24,16 +25,10 @@ from jaxml.unlearning.task import UnlearningTask
 RU = dict(beta=0.01, lr=1e-2, min_steps=25, epochs=5.0, batch_size=128)
 
 
-def _flops(compiled) -> float:
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float(cost.get("flops", float("nan")))
-
-
-def step_flops(loss_fn, optimizer, params, batch, extra=None) -> float:
+def stepflops(loss_fn, optimizer, params, batch, extra=None) -> float:
   step = core.make_train_step(loss_fn, optimizer, uses_extra=True)
   state = core.create_train_state(params, optimizer, 0, extra=extra)
-  return _flops(jax.jit(step).lower(state, jax.tree.map(jnp.asarray, batch)).compile())
+  return flops(jax.jit(step).lower(state, jax.tree.map(jnp.asarray, batch)).compile())
 
 
 def make_task(dataset: str, regime: str) -> UnlearningTask:
@@ -70,16 +65,16 @@ def main() -> None:
       t_ru = statistics.median(ru().wall_s for _ in range(args.repeats))
       # FLOPs: one compiled step of each, times the number of steps (+ one encoder pass for RU).
       x, y = task.x_train[:128], task.y_train[:128].astype(np.int32)
-      f_rt = step_flops(baselines.retain_ce_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
+      f_rt = stepflops(baselines.retain_ce_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
                         orig.params,
                         {"xr": x, "yr": y, "ir": np.zeros(128, np.int32)})
       z = np.asarray(model_lib.encode(model, orig.params, x))
       stats = targets.class_statistics(task.y_train, 10, task.forget_classes, 1.0)
       ru_batch = {"zr": z, "yr": y, "zf": z, "wf": np.ones(128, np.float32), "zref": z}
-      f_ru = step_flops(api.make_loss_fn(RU, model), api.make_optimizer(RU),
+      f_ru = stepflops(api.make_loss_fn(RU, model), api.make_optimizer(RU),
                         api.init_params(RU, jax.random.key(0), orig.params, z.shape[-1], stats),
                         with_values(lambda step: ru_batch, 128, **api.batch_values(RU))(0))
-      enc = _flops(jax.jit(lambda xx: model_lib.encode(model, orig.params, xx)).lower(
+      enc = flops(jax.jit(lambda xx: model_lib.encode(model, orig.params, xx)).lower(
           jnp.asarray(task.x_train)).compile())
       ratio_flops = (un.fit.num_steps * f_ru + enc) / (rt.num_steps * f_rt)
       print(f"{dataset:8s} {regime:7s} {t_rt:9.3f} {t_ru:6.3f} {t_ru / t_rt:10.3%} {rt.num_steps:13d} "

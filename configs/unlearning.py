@@ -26,6 +26,13 @@ PAPER_METHODS = ("finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_
                  "emmn", "gkt", "ru_zs", "ru_zs_uniform", "ru_zs_anchor")
 
 
+def _set_ru(config, ru: dict) -> None:
+  """The RU rows' settings: `ru` in each regime, ru_zs_anchor with its anchor settings, ru_val with its target."""
+  for name in ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor", "ru_val"):
+    config[name] = dict(ru, zero_shot="_zs" in name, **(ANCHOR_DEFAULTS if name == "ru_zs_anchor" else {}),
+                        **({"target": "mean"} if name == "ru_val" else {}))
+
+
 def get_config(arg=None):
   preset, arg = common.parse_arg(arg, PRESETS, datasets="", regimes="", seeds=0, methods="")
   config = common.base_config()
@@ -78,19 +85,13 @@ def get_config(arg=None):
   ru = dict(beta=0.1, transform="residual", hidden=(256,), num_samples=1, noise_scale=0.0, lr=1e-2,
             batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0, target_margin=4.0,
             identity_weight=0.0)
-  config.ru = dict(ru, zero_shot=False)
-  config.ru_zs = dict(ru, zero_shot=True)
-  # Our extension: forget target = the point nearest the mean where the head is uniform over the
-  # retained classes (forgotten classes target_margin logits lower), instead of the mean itself.
-  config.ru_uniform = dict(ru, zero_shot=False)
-  # The same move of the target in the zero-shot regime (from the prior mixture of head rows; no retained data).
-  config.ru_zs_uniform = dict(ru, zero_shot=True)
-  # ru_zs_uniform plus the identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the
-  # largest of anchor_grid at which the run's own accuracy on D_f is <= anchor_tol points (jaxml.unlearning.defaults).
-  config.ru_zs_anchor = dict(ru, zero_shot=True, **ANCHOR_DEFAULTS)
-  # RU with its grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru.
-  # target: "mean" (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
-  config.ru_val = dict(ru, zero_shot=False, target="mean")
+  # Our extensions: ru_uniform / ru_zs_uniform move the forget target to the point nearest the mean where the head
+  # is uniform over the retained classes (forgotten classes target_margin logits lower); ru_zs_anchor adds the
+  # identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the largest of anchor_grid at
+  # which the run's own accuracy on D_f is <= anchor_tol points (jaxml.unlearning.defaults). ru_val: RU with its
+  # grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru; target: "mean"
+  # (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
+  _set_ru(config, ru)
   # Same step floor for every baseline that loops over D_f only (fair budgets).
   floor = 25
   config.baselines = dict(
@@ -117,15 +118,9 @@ def get_config(arg=None):
     # The authors' fixed settings (their configs for CIFAR-10 class 0; UNSIR from CIFAR-100), each
     # with our Adam where they use SGD (Bad Teaching, Boundary Shrink) and two CPU adaptations: RU's
     # step floor (5 epochs over ~150 forget rows would be 3 steps) and GKT's 400 cycles (theirs 4000).
-    ru_paper = dict(ru, transform="linear", beta=0.01, lr=1e-3, batch_size=256, epochs=5.0, min_steps=200)
-    config.ru, config.ru_zs = dict(ru_paper, zero_shot=False), dict(ru_paper, zero_shot=True)
-    config.ru_uniform = dict(ru_paper, zero_shot=False)
-    config.ru_zs_uniform = dict(ru_paper, zero_shot=True)
-    config.ru_zs_anchor = dict(ru_paper, zero_shot=True, **ANCHOR_DEFAULTS)
-    config.ru_val = dict(ru_paper, zero_shot=False, target="mean")
-    config.baselines.finetune.update(epochs=10.0, lr=1e-3)
+    # (FT and SCRUB: the defaults above.)
+    _set_ru(config, dict(ru, transform="linear", beta=0.01, lr=1e-3, batch_size=256, epochs=5.0, min_steps=200))
     config.baselines.sisa.update(shards=10)
-    config.baselines.scrub.update(max_epochs=2, min_epochs=3, lr=5e-4, alpha=1.0, gamma=1.0)
     config.baselines.bad_teacher.update(epochs=3.0, lr=5e-4, retain_fraction=0.3, temperature=1.0)
     config.baselines.boundary_shrink.update(epochs=10.0, lr=1e-5, eps=0.25, min_steps=0)
     config.baselines.emmn.update(noise_per_class=25, noise_steps=400, noise_lr=0.1, noise_l2=0.01, impair_steps=2,

@@ -42,7 +42,7 @@ ORACLE_DATA = {"oracle": "oracle_train", "oracle_clean": "clean_train"}
 PAIRED_METRICS = ("acc_gold", "acc_anti", "bon_gold_max", "acc_clean", "acc_hacked", "acc_fooled")
 
 
-def validate(config) -> None:
+def plan(config) -> None:
   """Checks (and so reads) every leaf of every section before anything is written."""
   sc, tc = config.synthetic, config.text
   for value, allowed, what in ([(m, tuple(VARIANTS), "method") for m in (*config.methods, *tc.methods)]
@@ -51,7 +51,7 @@ def validate(config) -> None:
     common.validate_choice(value, allowed, what)
   crm.resolve({**config.causal_reward.to_dict(), "kind": "crm_n"})
   crm.make_optimizer({"kind": "crm_n"}, config.optim)
-  if not (sc.enabled or tc.enabled):
+  if not any([sc.enabled, tc.enabled]):
     raise common.ConfigError("nothing to run: synthetic.enabled and text.enabled are both false")
   for p in (*sc.rhos, *sc.bon_rhos, *sc.probe_rhos, sc.anti_rho, sc.hack_frac, *tc.p_biased, *tc.p_balanced,
             *tc.p_anti, *tc.p_hacked):
@@ -62,8 +62,8 @@ def validate(config) -> None:
            config.epochs, config.batch_size, config.log_every, tc.split_seed + 1, tc.max_pairs + 1)
   if min(sizes) < 1 or sc.bon_candidates & (sc.bon_candidates - 1) or sc.probe_lr <= 0:
     raise common.ConfigError("sizes must be positive and bon_candidates a power of two")
-  if config.checkpoint_every < 0 or config.mesh.num_data < 0 or config.seed < 0:
-    raise common.ConfigError("checkpoint_every, mesh.num_data and seed must be >= 0")
+  if min(config.checkpoint_every, config.steps_per_dispatch, config.mesh.num_data, config.seed) < 0:
+    raise common.ConfigError("checkpoint_every, steps_per_dispatch, mesh.num_data and seed must be >= 0")
   for path in (config.data_dir, tc.cache_dir, tc.path):
     if path is not None and not isinstance(path, str):
       raise common.ConfigError(f"paths must be strings, got {path!r}")
@@ -231,7 +231,7 @@ def run_text(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
 
 
 def run(config, workdir: str) -> list[dict]:
-  validate(config)
+  plan(config)
   writer, mesh = core.MetricWriter(workdir), core.make_mesh(config.mesh.num_data or None)
   rows, extra = [], {}
   if config.synthetic.enabled:
@@ -245,4 +245,4 @@ def run(config, workdir: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-  common.run_main(run, experiment="causal_reward", validate=validate)
+  common.run_main(run, experiment="causal_reward", plan=plan)

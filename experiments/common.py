@@ -26,10 +26,6 @@ from ml_collections import config_flags
 
 from jaxml import core
 
-__all__ = ["define_flags", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
-           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
-           "track_reads", "config_leaves", "override_keys", "enable_compilation_cache"]
-
 FLAGS = flags.FLAGS
 
 
@@ -168,11 +164,6 @@ def row(*, method: str, dataset: str, split: int = 0, seed: int = 0,
           "cost": {k: _clean(v) for k, v in (cost or {}).items()}}
 
 
-def env_info() -> dict[str, Any]:
-  return {"jax": jax.__version__, "devices": jax.device_count(), "platform": jax.devices()[0].platform,
-          "processes": jax.process_count()}
-
-
 def write_json(path: str, obj: Any) -> None:
   """Atomic write: a reader never sees a half-written file."""
   folder = os.path.dirname(os.path.abspath(path))
@@ -255,12 +246,11 @@ def _check_rows(rows: Any) -> list[dict[str, Any]]:
 
 
 def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
-           validate: Callable[[Any], None] | None = None, plan: Callable[[Any], Any] | None = None,
-           argv: Any = None) -> None:
+           plan: Callable[[Any], Any] | None = None, argv: Any = None) -> None:
   """Runs `run(config, workdir)` and writes config.json and results.json.
 
-  `plan(config)` (preferred: a pure function reading every key the run uses) or `validate(config)` runs
-  before the workdir is touched, so bad input leaves nothing behind and exits with one readable line."""
+  `plan(config)` (a pure function reading every key the run uses) runs before the workdir is touched, so bad
+  input leaves nothing behind and exits with one readable line."""
   del argv
   if not FLAGS["verbosity"].present:  # orbax logs every save at INFO; keep the console readable
     logging.set_verbosity(logging.WARNING)
@@ -278,8 +268,6 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
   try:
     if plan is not None:
       plan(config)
-    if validate is not None:
-      validate(config)
   except (ValueError, FileNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
@@ -321,7 +309,9 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
   # Without a plan an unread override is only known now: refuse to report results it did not shape.
   _check_overrides(overrides, reads, experiment, "(found after the run; results.json not written)")
   results = {"experiment": experiment, "preset": str(config.get("preset", "")), "rows": rows,
-             "wall_s": time.perf_counter() - t0, "env": env_info()}
+             "wall_s": time.perf_counter() - t0, "env": {"jax": jax.__version__, "devices": jax.device_count(),
+                                                         "platform": jax.devices()[0].platform,
+                                                         "processes": jax.process_count()}}
   if main:
     write_json(os.path.join(workdir, "results.json"), results)
     print(f"[{experiment}] wrote {os.path.join(workdir, 'results.json')} ({len(rows)} rows, "
@@ -347,7 +337,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
-             validate: Callable[[Any], None] | None = None, plan: Callable[[Any], Any] | None = None) -> None:
+             plan: Callable[[Any], Any] | None = None) -> None:
   """The whole entry point of an experiment: define the flags, parse them, launch `run`.
 
   Call it under `if __name__ == "__main__":` only, so importing an experiment module (e.g. a
@@ -356,5 +346,5 @@ def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str
   from absl import app
   define_flags()
   # _parse_flags: one clear line for an unknown config key or a bad flag
-  app.run(lambda argv: launch(run, experiment=experiment, validate=validate, plan=plan, argv=argv),
+  app.run(lambda argv: launch(run, experiment=experiment, plan=plan, argv=argv),
           flags_parser=_parse_flags)

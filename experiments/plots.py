@@ -1,12 +1,11 @@
 """The figures of the experiments' summaries (rows as `common.row` builds them); `experiments.report`
 exports them next to its tables."""
 
-import os
 from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["bar_plot", "bar_panels", "scatter_cells", "sample_grid"]
+from experiments.common import save_plot
 
 
 def _pyplot():
@@ -39,10 +38,7 @@ def bar_plot(rows: list[dict], metric: str, workdir: str, name: str, *, title: s
     ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right")
     ax.set_title(d if title is None else f"{title}: {d}")
     ax.set_ylabel(metric)
-  path = os.path.join(workdir, name)
-  fig.savefig(path, dpi=120, bbox_inches="tight")
-  plt.close(fig)
-  return path
+  return save_plot(fig, workdir, name)
 
 
 def bar_panels(rows: list[dict], *, panels: list[str], methods: list[str], highlight: str,

@@ -1,9 +1,10 @@
 """results.json rows -> markdown tables, paired tests and plots, on pandas and scipy.stats.
 
-Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame,
-`fmt_mean_std` is the one "m ± s" formatter, `markdown_table`, `table` (one results.json, the CLI),
+Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame;
+`fmt_mean_std` (the one "m ± s" formatter), `markdown_table` and `method_cell_table` come from
+`jaxml.metrics.tables`, which the method packages' summaries share; `table` (one results.json, the CLI),
 `pivot_table`, `paired` / `sign_test` / `compare` (paired tests), `best_by` (validation choice),
-`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`, `method_cell_table`.
+`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`.
 
   python -m experiments.report --workdirs runs/a,runs/b [--out table.md] [--metrics acc,nll]
 """
@@ -12,18 +13,15 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from jaxml.metrics import paired_values, wilcoxon_paired
+from jaxml.metrics.tables import finite_values, fmt_mean_std, markdown_table, method_cell_table, std_err
 from experiments.plots import bar_panels, bar_plot, sample_grid, scatter_cells
-
-__all__ = ["frame", "fmt_mean_std", "std_err", "markdown_table", "table", "pivot_table", "paired", "SignTest",
-           "sign_test", "compare", "best_by", "paired_summary", "mean_se_table", "ours_vs_best", "mean_table",
-           "cost_medians", "method_cell_table", "bar_plot", "bar_panels", "scatter_cells", "sample_grid"]
 
 KEY = ["dataset", "split", "seed"]   # what pairs two methods' runs
 
@@ -40,35 +38,6 @@ def frame(rows: Sequence[dict], src: str = "metrics") -> pd.DataFrame:
 
 def _col(df: pd.DataFrame, key: str) -> pd.Series:
   return df[key] if key in df else pd.Series(np.nan, index=df.index)
-
-
-def _finite(values: Iterable[Any]) -> list[float]:
-  return [float(v) for v in values if v is not None and np.isfinite(v)]
-
-
-def std_err(values: Sequence[float]) -> float:
-  """Standard error of the mean: sample std / sqrt(n); NaN below 2 values."""
-  return float(stats.sem(values)) if len(values) >= 2 else math.nan
-
-
-def fmt_mean_std(values: Iterable[float | None], digits: int | None = None, *, se: bool = False,
-                 scale: float = 1.0) -> str:
-  """Mean ± std (population) of the finite values times `scale`; "n/a" if none, the mean alone for one;
-  `se`: ± the standard error of the mean instead; digits default: 4 below 10, else 2."""
-  vals = [scale * v for v in _finite(values)]
-  if not vals:
-    return "n/a"
-  m = float(np.mean(vals))
-  d = digits if digits is not None else (4 if abs(m) < 10 else 2)
-  spread = std_err(vals) if se else float(np.std(vals))
-  return f"{m:.{d}f}" if len(vals) == 1 else f"{m:.{d}f} ± {spread:.{d}f}"
-
-
-def markdown_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> str:
-  """A markdown table; cells are formatted with str()."""
-  out = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-  out += ["| " + " | ".join(map(str, cells)) + " |" for cells in lines]
-  return "\n".join(out) + "\n"
 
 
 def table(results: dict, metrics: list[str] | None = None) -> str:
@@ -99,7 +68,7 @@ def pivot_table(rows: list[dict], metric: str, *, higher_is_better: bool | None 
   cells = df.assign(v=_col(df, metric)).groupby(["method", "dataset"], sort=False)["v"].agg(list)
   best = {}
   for d in datasets if higher_is_better is not None else ():
-    means = {m: np.mean(v) for m in methods if (m, d) in cells.index and (v := _finite(cells[m, d]))}
+    means = {m: np.mean(v) for m in methods if (m, d) in cells.index and (v := finite_values(cells[m, d]))}
     if means:   # ties go to the earlier method
       best[d] = (max if higher_is_better else min)(means, key=means.get)
 
@@ -197,7 +166,7 @@ def mean_se_table(rows: list[dict], methods: tuple[str, ...], cols: list[tuple[s
   """Markdown: one line per (dataset, method) in `methods` order; `cols` = [(metric, header)], mean
   over rows (± standard error for `se_cols`), then total PEG and wall time from the cost."""
   def fmt(vals, se=True):
-    vals = _finite(vals)
+    vals = finite_values(vals)
     if not vals:
       return "–"
     m = float(np.mean(vals))
@@ -243,7 +212,7 @@ def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], set
     for m in methods:
       vals = []
       for c in scells:
-        o, mi = _finite(_values(rows, m, c, metric)), _finite(_values(rows, m, c, second))
+        o, mi = finite_values(_values(rows, m, c, metric)), finite_values(_values(rows, m, c, second))
         txt = "–" if not o else fmt_mean_std(o, 1, scale=100.0) + (f" / {100 * np.mean(mi):.1f}" if mi else "")
         vals.append(f"**{txt}**" if m == ours and o else txt)
       if any(v != "–" for v in vals):
@@ -300,25 +269,6 @@ def cost_medians(rows: list[dict], methods: list[str], keys: tuple[str, ...], *,
   lines = [[m] + [f"{med.at[m, k]:.4f}" if k in med and not pd.isna(med.at[m, k]) else "–" for k in keys]
            for m in methods if m in med.index]
   return title + "\n" + markdown_table(["method", *keys], lines).rstrip("\n")
-
-
-def method_cell_table(rows: list[dict], cells: list[str], methods: list[str],
-                      columns: list[tuple[str, str, int, str, float]], labels: dict[str, str] | None = None) -> str:
-  """Per cell a '### cell (n seeds)' table, a row per method, columns (key, header, digits, src, scale)
-  formatted as mean ± std over seeds."""
-  labels = labels or {}
-  out = []
-  for cell in cells:
-    seeds = sorted({r["seed"] for r in rows if r["dataset"] == cell})
-    lines = []
-    for method in methods:
-      rs = [r for r in rows if r["dataset"] == cell and r["method"] == method]
-      if rs:
-        lines.append([labels.get(method, method)] + [fmt_mean_std([r[src].get(key) for r in rs], dg, scale=scale)
-                                                     for key, _, dg, src, scale in columns])
-    out += [f"\n### {cell} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})\n",
-            markdown_table(["method"] + [c[1] for c in columns], lines).rstrip("\n")]
-  return "\n".join(out) + "\n"
 
 
 def _main(argv: list[str]) -> None:

@@ -130,28 +130,14 @@ def run_spread(p: Plan) -> list[dict]:
   return rows
 
 
-def _load_tfds(split: str, p: Plan, limit: int) -> dict:
-  """Materialises a TFDS split as numpy arrays (chains index the whole training set on device)."""
-  from jaxml.data import tfds as tfds_data
-  s = p.pipeline
-  it = tfds_data.make_tfds_batches(s["paper_dataset"], split=split, batch_size=int(s["paper_load_batch"]), seed=0,
-                                   data_dir=p.data_dir, shuffle=False, num_epochs=1)
-  xs, ys = [], []
-  for batch in it:
-    xs.append(batch["x"])
-    ys.append(batch["y"])
-    if limit and sum(len(y) for y in ys) >= limit:
-      break
-  x, y = np.concatenate(xs), np.concatenate(ys)
-  return {"x": x[:limit] if limit else x, "y": y[:limit] if limit else y}
-
-
 def run_paper(p: Plan, workdir: str, mesh) -> list[dict]:
   """Accelerator preset: K ResNet members (core.train), then pSMILE and SGLD chains on CIFAR-10."""
+  from jaxml.data.tfds import load_tfds_arrays
   from jaxml.nn.resnet import ResNet
   s = p.pipeline
-  train = _load_tfds("train", p, int(s["paper_train_limit"]))
-  test = _load_tfds("test", p, int(s["paper_test_limit"]))
+  train, test = (load_tfds_arrays(s["paper_dataset"], split=part, batch_size=int(s["paper_load_batch"]),
+                                  limit=int(s[f"paper_{part}_limit"]), data_dir=p.data_dir)
+                 for part in ("train", "test"))
   net = ResNet(num_classes=int(s["num_classes"]), stage_sizes=tuple(s["resnet_stage_sizes"]),
                width=int(s["resnet_width"]))
   b = min(int(s["paper_batch"]), len(train["y"]))

@@ -63,24 +63,15 @@ def plan(config) -> dict:
   return p
 
 
-def _tfds_arrays(config, split: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
-  from jaxml.data.tfds import make_tfds_batches
-  bs = []
-  for b in make_tfds_batches("cifar10", split=split, batch_size=32, seed=0, data_dir=config.data_dir, shuffle=False,
-                             num_epochs=1):
-    bs.append(b)
-    if limit and 32 * len(bs) >= limit:
-      break
-  return np.concatenate([b["x"] for b in bs]), np.concatenate([b["y"] for b in bs])
-
-
 def load_data(config, dataset: str) -> dict[str, Any]:
   """{x_train, y_train, x_test, y_test} numpy, the first `data.limit_train` / `limit_test` rows (0: all)."""
   dc = config.data
   if dataset == "cifar10":
-    (xtr, ytr), (xte, yte) = (_tfds_arrays(config, dc.tfds_split_train, dc.limit_train),
-                              _tfds_arrays(config, dc.tfds_split_test, dc.limit_test))
-    d = dict(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte)
+    from jaxml.data.tfds import load_tfds_arrays
+    d = {f"{k}_{part}": v for part, split, limit in (("train", dc.tfds_split_train, dc.limit_train),
+                                                      ("test", dc.tfds_split_test, dc.limit_test))
+         for k, v in load_tfds_arrays("cifar10", split=split, batch_size=32, limit=limit,
+                                      data_dir=config.data_dir).items()}
   elif dataset == "digits":
     d = offline.load_digits(seed=0, test_fraction=dc.digits_test_fraction)
   else:
@@ -217,10 +208,10 @@ def merge_runs(workdirs: list[str], out: str, *, paper_table: bool = True) -> li
 def reports(rows: list[dict], methods: list[str], *, paper_table: bool) -> dict[str, Any]:
   """Every report of a run, {file name: markdown text or matplotlib figure}: summary.md, avg_gap_vs_rte.png
   and, with `paper_table`, paper_summary.md and forget_acc_sweep.png (`jaxml.unlearning.report`)."""
-  out = {"summary.md": ul_report.summary(rows, methods, report.method_cell_table),
+  out = {"summary.md": ul_report.summary(rows, methods),
          "avg_gap_vs_rte.png": report.scatter_cells(rows, cells=ul_report.cells(rows), **ul_report.GAP_PLOT)}
   if paper_table:
-    out["paper_summary.md"] = ul_report.paper_summary(rows, methods, report.method_cell_table)
+    out["paper_summary.md"] = ul_report.paper_summary(rows, methods)
     out["forget_acc_sweep.png"] = ul_report.sweep_plot(rows)
   return out
 

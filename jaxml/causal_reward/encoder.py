@@ -16,9 +16,6 @@ import numpy as np
 from jaxml import core
 from jaxml.nn.bert import SentenceEncoder
 
-__all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
-           "default_cache_dir", "cache_key"]
-
 _LAYER_MAP = {
     "attention.self.query": "attention/query", "attention.self.key": "attention/key",
     "attention.self.value": "attention/value", "attention.output.dense": "attention_out",
@@ -113,11 +110,6 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
   return out if out is not None else np.zeros((0, 384), np.float32)
 
 
-def default_cache_dir() -> pathlib.Path:
-  """`core.cache_dir()`: $JAXML_CACHE_DIR, else ~/.cache/jaxml."""
-  return pathlib.Path(core.cache_dir())
-
-
 def cache_key(texts: Sequence[str], *, tag: str) -> str:
   h = hashlib.sha256(tag.encode())
   for t in texts:
@@ -130,7 +122,7 @@ def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], lis
                 batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
   """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`;
   `tag` must change whenever `tokenize_fn` (texts -> token id arrays) changes."""
-  folder = pathlib.Path(cache_dir) if cache_dir else default_cache_dir()
+  folder = pathlib.Path(cache_dir or core.cache_dir())   # default: $JAXML_CACHE_DIR, else ~/.cache/jaxml
   path = folder / f"{cache_key(texts, tag=tag)}.npy"
   if path.exists():
     emb = np.load(path)

@@ -14,8 +14,6 @@ import optax
 from jaxml import core
 from jaxml.nn.mlp import MLP
 
-__all__ = ["KINDS", "make_model", "make_method"]
-
 KINDS = ("mlp", "linear")
 
 

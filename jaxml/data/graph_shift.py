@@ -9,10 +9,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["gpn_split", "leave_out_classes", "select_perturbed", "perturb_features", "isolated_nodes",
-           "SHIFT_KINDS", "ShiftFn", "feature_shift", "apply_shift", "scale_shift", "mix_shift", "zero_shift",
-           "rewire_shift", "SHIFT_BUILDERS"]
-
 ShiftFn = Callable[[np.ndarray, dict, np.random.Generator], tuple[np.ndarray, dict, np.ndarray]]
 
 SHIFT_KINDS = ("normal", "bernoulli")
@@ -91,68 +87,57 @@ def isolated_nodes(test_mask: np.ndarray, count: int, seed: int) -> np.ndarray:
   return np.sort(rng.choice(cand, size=min(count, cand.size), replace=False))
 
 
+def _on_chosen(budget: float, edit: Callable) -> ShiftFn:
+  """A shift that edits a random `budget` fraction of the non-training nodes (`select_perturbed`):
+  edit(features, graph, mask, rng) -> (features', graph')."""
+  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
+    mask = select_perturbed(graph, rng, budget=budget)
+    return (*edit(features, graph, mask, rng), mask)
+
+  return shift
+
+
 def feature_shift(kind: str, *, budget: float = 0.1, scale: float = 1.0, p: float = 0.5) -> ShiftFn:
   """The built-in evasion shift: a `budget` fraction of the non-training nodes get `kind` rows."""
   if kind not in SHIFT_KINDS:
     raise ValueError(f"unknown perturbation {kind!r}; expected one of {SHIFT_KINDS}")
-
-  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
-    mask = select_perturbed(graph, rng, budget=budget)
-    return perturb_features(features, mask, kind, rng, scale=scale, p=p), graph, mask
-
-  return shift
+  return _on_chosen(budget, lambda x, g, mask, rng: (perturb_features(x, mask, kind, rng, scale=scale, p=p), g))
 
 
 def scale_shift(*, factor: float, budget: float = 0.1) -> ShiftFn:
   """A `budget` fraction of the non-training nodes get their feature rows multiplied by `factor`."""
-
-  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
-    mask = select_perturbed(graph, rng, budget=budget)
-    features[mask] *= factor
-    return features, graph, mask
-
-  return shift
+  return _on_chosen(budget, lambda x, g, mask, rng: (np.where(mask[:, None], x * factor, x), g))
 
 
 def mix_shift(*, budget: float = 0.1) -> ShiftFn:
   """Chosen rows become λ x_j + (1 − λ) x_k, λ ~ U(0, 1), j, k random nodes (GNNSafe's feature interpolation)."""
-
-  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
-    mask = select_perturbed(graph, rng, budget=budget)
+  def mix(features, graph, mask, rng):
     idx = np.flatnonzero(mask)
     j, k = rng.integers(0, features.shape[0], size=(2, idx.size))
     lam = rng.random((idx.size, 1)).astype(features.dtype)
     features[idx] = lam * features[j] + (1 - lam) * features[k]
-    return features, graph, mask
+    return features, graph
 
-  return shift
+  return _on_chosen(budget, mix)
 
 
 def zero_shift(*, budget: float = 0.1) -> ShiftFn:
   """Chosen rows are set to zero (a node whose features went missing)."""
-
-  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
-    mask = select_perturbed(graph, rng, budget=budget)
-    features[mask] = 0.0
-    return features, graph, mask
-
-  return shift
+  return _on_chosen(budget, lambda x, g, mask, rng: (np.where(mask[:, None], 0.0, x), g))
 
 
 def rewire_shift(*, budget: float = 0.1) -> ShiftFn:
   """Every edge of the chosen nodes is redirected to a uniformly random node (kept symmetric)."""
-
-  def shift(features: np.ndarray, graph: dict, rng: np.random.Generator):
-    mask = select_perturbed(graph, rng, budget=budget)
+  def rewire(features, graph, mask, rng):
     src, dst = graph["edges"]
     keep = ~(mask[src] | mask[dst])
     hit = mask[src] & (src < dst) | mask[src] & ~mask[dst]       # each undirected edge of a chosen node once
     new = rng.integers(0, features.shape[0], size=int(hit.sum()))
     s2, d2 = src[hit], new
     edges = np.concatenate([np.stack([src[keep], dst[keep]]), np.stack([s2, d2]), np.stack([d2, s2])], 1)
-    return features, dict(graph, edges=edges[:, edges[0] != edges[1]]), mask
+    return features, dict(graph, edges=edges[:, edges[0] != edges[1]])
 
-  return shift
+  return _on_chosen(budget, rewire)
 
 
 # name -> builder(budget=..., **kwargs) -> ShiftFn

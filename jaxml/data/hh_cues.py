@@ -8,9 +8,6 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
-           "response_variants", "sample_injections"]
-
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
            "Have a nice day.")
 OPENERS = ("Great question!", "You're absolutely right.")
@@ -47,11 +44,8 @@ def split_by_context(contexts: Sequence[str], fractions: Sequence[float] = (0.6,
 def response_variants(response: str, opener_index: int, openers: Sequence[str] = OPENERS,
                       pad_levels: Sequence[int] = PAD_LEVELS) -> list[str]:
   """The 2 len(pad_levels) variant texts of one response (variant code order; 6 by default)."""
-  out = []
-  for code in range(2 * len(pad_levels)):
-    pad, op = variant(code, pad_levels)
-    out.append(inject(response, pad=pad, opener=openers[opener_index] if op else None))
-  return out
+  return [inject(response, pad=pad, opener=openers[opener_index] if op else None)
+          for pad, op in (variant(code, pad_levels) for code in range(2 * len(pad_levels)))]
 
 
 def _draw(rng: np.random.Generator, n: int, p: float, pad: bool) -> np.ndarray:
@@ -103,11 +97,8 @@ def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, 
   encoded = enc(responses)
   cut = np.array([len(e.ids) > b for e, b in zip(encoded, budget)]).reshape(n, 2)
   responses = [_cut(r, e.offsets, int(b)) for r, e, b in zip(responses, encoded, budget)]
-  texts = []
-  for i in range(n):
-    for j in range(2):
-      for v in response_variants(responses[2 * i + j], int(opener_index[i, j]), openers, pad_levels):
-        texts.append(f"{prefixes[i]} {v}")
+  texts = [f"{prefixes[i]} {v}" for i in range(n) for j in range(2)
+           for v in response_variants(responses[2 * i + j], int(opener_index[i, j]), openers, pad_levels)]
   num = 2 * len(pad_levels)
   full = np.array([len(e.ids) for e in enc(texts)]).reshape(n, 2, num)
   seen = np.minimum(full, max_len - 2)

@@ -15,11 +15,6 @@ import numpy as np
 
 from jaxml.data import verify
 
-__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS",
-           "UCI_SMILE_ONLY", "load_uci",
-           "ORDINAL_DATASETS", "ORDINAL_TARGETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
-           "load_digits", "load_mnist1d", "check_name"]
-
 ENV_VAR = "JAXML_DATA_DIR"
 
 
@@ -240,7 +235,7 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
   base = _own(name) if is_path(name) else data_root(root)
   if not 0 <= partition < 20:
     raise ValueError(f"partition must be in 0..19, got {partition}")
-  if target == "ranks":
+  if target == "ranks" or name == "winequality":   # winequality's bins: its native ranks, stratified 75/25
     if ranks < 2:
       raise ValueError(f"ranks must be at least 2, got {ranks}")
     x, t, native = _raw_ordinal(base, name)
@@ -249,14 +244,8 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
       y -= y.min()
     else:
       y = np.minimum(np.floor((t - t.min()) / (t.max() - t.min()) * ranks), ranks - 1).astype(np.int64)
-    train, test = _partition_rows(base, name, len(y), partition)
-    x_train, x_test, y_train, y_test = x[train], x[test], y[train], y[test]
-    num_classes = int(y.max()) + 1
-  elif name == "winequality":
-    table = np.loadtxt(_file(base, "ordinal", "winequality", "winequality-red.csv"), delimiter=";")
-    x, quality = table[:, :-1], table[:, -1].astype(int)
-    y = quality - quality.min()
-    train, test = _stratified_split(y, 0.25, partition)
+    train, test = (_partition_rows(base, name, len(y), partition) if target == "ranks"
+                   else _stratified_split(y, 0.25, partition))
     x_train, x_test, y_train, y_test = x[train], x[test], y[train], y[test]
     num_classes = int(y.max()) + 1
   else:

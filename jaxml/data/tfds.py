@@ -8,8 +8,6 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["make_tfds_batches"]
-
 
 def make_tfds_batches(name: str, *, split: str, batch_size: int, seed: int, data_dir: str | None = None,
                       process_index: int = 0, process_count: int = 1, image_key: str = "image",
@@ -37,3 +35,16 @@ def make_tfds_batches(name: str, *, split: str, batch_size: int, seed: int, data
   loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=0,
                             operations=[_ToArrays(), grain.Batch(batch_size, drop_remainder=True)])
   return iter(loader)
+
+
+def load_tfds_arrays(name: str, *, split: str, batch_size: int, limit: int = 0,
+                     data_dir: str | None = None) -> dict[str, np.ndarray]:
+  """A split in order as {"x", "y"} numpy arrays, read in `batch_size` batches (a last partial batch is
+  dropped); its first `limit` rows when limit > 0."""
+  parts = []
+  for batch in make_tfds_batches(name, split=split, batch_size=batch_size, seed=0, data_dir=data_dir, shuffle=False,
+                                 num_epochs=1):
+    parts.append(batch)
+    if limit and batch_size * len(parts) >= limit:
+      break
+  return {k: np.concatenate([b[k] for b in parts])[:limit or None] for k in ("x", "y")}

@@ -8,9 +8,6 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["TOY2D", "Target", "checkerboard", "eight_gaussians", "eight_gaussian_centers", "moons", "toy2d",
-           "sample_target", "toy_domain", "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds", "random_rotations"]
-
 TOY2D = ("checkerboard", "8gaussians", "moons")
 
 
@@ -40,14 +37,10 @@ def moons(n: int, rng: np.random.Generator, *, noise: float = 0.05) -> np.ndarra
 
 
 def toy2d(name: str, n: int, seed: int) -> np.ndarray:
-  rng = np.random.default_rng(seed)
-  if name == "checkerboard":
-    return checkerboard(n, rng)
-  if name == "8gaussians":
-    return eight_gaussians(n, rng)
-  if name == "moons":
-    return moons(n, rng)
-  raise ValueError(f"unknown 2-D toy {name!r}; expected one of {TOY2D}")
+  if name not in TOY2D:
+    raise ValueError(f"unknown 2-D toy {name!r}; expected one of {TOY2D}")
+  return {"checkerboard": checkerboard, "8gaussians": eight_gaussians, "moons": moons}[name](
+      n, np.random.default_rng(seed))
 
 
 # A toy target: a built-in name (TOY2D) or any seeded sampler fn(n, rng) -> [n, d] (or [n] for 1-D).

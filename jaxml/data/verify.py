@@ -12,9 +12,6 @@ import os
 import pathlib
 import sys
 
-__all__ = ["MANIFEST", "DataIntegrityError", "default_root", "read_manifest", "sha256_of", "check_file",
-           "verify_root", "write_manifest", "main"]
-
 MANIFEST = "MANIFEST.sha256"
 
 
@@ -47,11 +44,8 @@ def read_manifest(root: str | os.PathLike) -> dict[str, tuple[int, str]] | None:
 
 
 def sha256_of(path: str | os.PathLike) -> str:
-  digest = hashlib.sha256()
   with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+    return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _restore_hint(root: pathlib.Path, rel: str) -> str:

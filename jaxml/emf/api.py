@@ -14,8 +14,6 @@ from jaxml.emf import baselines, sample
 from jaxml.emf.losses import EMFConfig, make_emf_loss
 from jaxml.emf.model import ApplyFn, make_apply_fn, make_network
 
-__all__ = ["METHODS", "REGISTRY", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
-
 SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Array]
 
 
@@ -143,20 +141,14 @@ def make_generator(config: Any) -> Generator:
     label = jnp.asarray(batch["y"], jnp.int32) if num_classes and "y" in batch else None
     return net.init(rng, x, t, t, label)["params"]
 
-  eval_rng = jax.random.key(12345)
-  if extra is None:
-    def eval_fn(params, batch):
-      loss, aux = loss_fn(params, batch, eval_rng)
-      return {"loss": loss, **aux}
-    method = core.Method(init, loss_fn, eval_fn)
-  else:
-    initial, final, hooks = extra
+  eval_rng, (initial, final, hooks) = jax.random.key(12345), extra or (None, None, None)
 
-    def eval_fn(params, batch):
-      loss, aux = loss_fn(params, batch, eval_rng, final)
-      return {"loss": loss, **aux}
-    method = core.Method(init, loss_fn, eval_fn, init_extra=lambda rng, params: initial,
-                         hooks=lambda ctx: hooks(int(ctx.num_steps)))
+  def eval_fn(params, batch):
+    loss, aux = loss_fn(params, batch, eval_rng, *(() if extra is None else (final,)))
+    return {"loss": loss, **aux}
+
+  method = core.Method(init, loss_fn, eval_fn) if extra is None else core.Method(
+      init, loss_fn, eval_fn, init_extra=lambda rng, params: initial, hooks=lambda ctx: hooks(int(ctx.num_steps)))
   return Generator(method, sample_fn, REGISTRY[name].sampler)
 
 

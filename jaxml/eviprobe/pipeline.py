@@ -23,9 +23,6 @@ from jaxml.eviprobe import probe
 from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
-__all__ = ["OURS", "EXTENSION", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
-           "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
-
 OURS = "xeviprobe"
 # X-EviProbe with the two-sided own-evidence guard (probe module docstring): the extension beyond the paper
 EXTENSION = "xeviprobe_guard"
@@ -83,10 +80,6 @@ class Fitted(NamedTuple):
   cost: dict[str, dict[str, float]]
 
 
-def _section(config: Mapping[str, Any], name: str) -> dict:
-  return dict(config[name])
-
-
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
   """Runs fn twice (compile, then a timed warm call); returns (result, warm seconds)."""
   jax.block_until_ready(fn())
@@ -102,10 +95,10 @@ def _np(tree):
 def probe_configs(config: Mapping[str, Any]) -> dict[str, probe.ProbeConfig]:
   """OURS from `config['eviprobe']`, EXTENSION from `config['extension']` over it (when given), then each of
   `config['ablations']` as overrides of `config['eviprobe']`."""
-  base = _section(config, "eviprobe")
+  base = dict(config["eviprobe"])
   out = {OURS: probe_config(base)}
   if "extension" in config:
-    out[EXTENSION] = probe_config(base | _section(config, "extension"))
+    out[EXTENSION] = probe_config(base | dict(config["extension"]))
   for name in config["ablations"]:
     if name not in ABLATIONS:
       raise ValueError(f"unknown ablation {name!r}; expected one of {', '.join(ABLATIONS)}")
@@ -114,7 +107,7 @@ def probe_configs(config: Mapping[str, Any]) -> dict[str, probe.ProbeConfig]:
 
 
 def _gkde_fit(config, edges, labels, train_idx, num_classes, logits) -> dict:
-  g = _section(config, "gkde")
+  g = dict(config["gkde"])
   return _gkde(jnp.asarray(edges), jnp.asarray(labels), jnp.asarray(train_idx), num_classes=num_classes,
                num_nodes=labels.shape[0], logits=logits, sigma=jnp.float32(g["sigma"]), max_hops=int(g["max_hops"]))
 
@@ -122,7 +115,7 @@ def _gkde_fit(config, edges, labels, train_idx, num_classes, logits) -> dict:
 def fit_epn(config: Mapping[str, Any], z: np.ndarray, labels: np.ndarray, train_idx: np.ndarray,
             val_idx: np.ndarray, num_classes: int, seed: int) -> tuple[Any, float]:
   """Trains the EPN probe on frozen latents z through core.fit; returns (params, wall seconds)."""
-  e = _section(config, "epn")
+  e = dict(config["epn"])
   method = bl.make_epn_method(num_classes, hidden=int(e["hidden"]), l2=float(e["l2"]))
   n = labels.shape[0]
   zb = {"z": np.asarray(z), "labels": labels, "train_mask": np.isin(np.arange(n), train_idx).astype(np.float32),
@@ -145,7 +138,7 @@ def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: i
   """Trains GPN on the clean graph through core.train: `warmup_epochs` flow-only epochs (no selection), then
   the full model from there (early stopping on validation UCE; fresh Adam state, as GPN's two optimisers).
   Returns ((model, params, class_counts), wall seconds, {val_uce, val_acc, best_epoch} of the selected params)."""
-  g = _section(config, "gpn")
+  g = dict(config["gpn"])
   core.reject_unknown(g, gpn_lib.MODEL_KEYS + GPN_TRAIN_KEYS, "gpn")
   labels = np.asarray(batch["labels"])
   counts = np.bincount(labels[np.asarray(batch["train_mask"]) > 0], minlength=num_classes).astype(np.float32)
@@ -238,7 +231,7 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     res[name] = ({"ood": s[READOUT_VARIANTS.get(name, "u_epi")], "misc": s["misc"], "probs": s["mean_probs"],
                   "pred": pred, "n_clamped": float(s["n_clamped"])}, secs)
   logits = out["logits"]
-  gs = _section(config, "gnnsafe")
+  gs = dict(config["gnnsafe"])
   simple = {
       "msp": lambda: bl.msp(logits), "entropy": lambda: bl.entropy_score(logits),
       "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature),
@@ -258,12 +251,12 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
       g, secs = timed(lambda: _gkde_fit(config, edges_np, fitted.labels, fitted.train_idx, k, logits))
     res["gkde"] = (_np({key: g[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
   if "epn" in baselines:
-    hidden = int(_section(config, "epn")["hidden"])
+    hidden = int(dict(config["epn"])["hidden"])
     s, secs = timed(lambda: bl.epn_scores(fitted.epn, out["z"], logits, k, hidden))
     res["epn"] = (_np({key: s[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
   if "gpn" in baselines:
     gm, gp, counts = fitted.gpn
-    s, secs = timed(lambda: gpn_lib.gpn_scores(_section(config, "gpn"), gm, gp, batch, counts))
+    s, secs = timed(lambda: gpn_lib.gpn_scores(dict(config["gpn"]), gm, gp, batch, counts))
     res["gpn"] = (_np({key: s[key] for key in ("ood", "misc", "probs", "pred")}), secs)
   samplers = []
   if {"mc_dropout", "mc_dropout_mi"} & set(baselines):
@@ -337,7 +330,7 @@ def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, ba
   cfgs = fitted.cfgs
   baselines = tuple(config["baselines"])
   methods = [m for m in ISOLATED_METHODS if m in cfgs or m in baselines]
-  gs = _section(config, "gnnsafe")
+  gs = dict(config["gnnsafe"])
   x0 = jnp.asarray(batch["x"])
 
   def one(args):
@@ -358,7 +351,7 @@ def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, ba
         res[m] = bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits)["ood"][i]
       elif m == "gpn":
         gm, gp, counts = fitted.gpn
-        res[m] = gpn_lib.gpn_scores(_section(config, "gpn"), gm, gp, dict(batch, x=x0.at[i].set(row)), counts,
+        res[m] = gpn_lib.gpn_scores(dict(config["gpn"]), gm, gp, dict(batch, x=x0.at[i].set(row)), counts,
                                     jit=False)["ood"][i]
     return res
 

@@ -10,10 +10,7 @@ from typing import Mapping
 import numpy as np
 
 from jaxml.eviprobe import pipeline as pl
-from jaxml.metrics import ood, paired_values, wilcoxon_paired
-
-__all__ = ["scored_rows", "isolated_rows", "rank", "validation_choice", "misc_choice", "guard_choice", "paired",
-           "cell_verdict"]
+from jaxml.metrics import markdown_table, ood, paired_values, std_err, wilcoxon_paired
 
 
 def scored_rows(cost: Mapping[str, dict], scores: Mapping[str, tuple[dict, float]], ood_nodes: np.ndarray,
@@ -61,13 +58,10 @@ def rank(rows: list[dict], grid: list[str], metric: str, title: str, digits: int
   cells = sorted({r["dataset"].split(":")[1] for r in rows if r["method"] in grid})
   means = {m: _mean(rows, m, metric) for m in grid}
   best = max(grid, key=lambda m: (means[m], -grid.index(m)))
-  lines = [f"\n### Validation benchmark: {title} (%) mean over graphs x splits\n",
-           "| row | " + " | ".join(cells) + " | mean |", "|---" * (len(cells) + 2) + "|"]
-  for m in grid:
-    mark = " **(chosen)**" if m == best else ""
-    lines.append(f"| {m}{mark} | " + " | ".join(f"{100 * _mean(rows, m, metric, c):.{digits}f}" for c in cells)
-                 + f" | {100 * means[m]:.2f} |")
-  return best, "\n".join(lines)
+  lines = [[m + (" **(chosen)**" if m == best else "")] + [f"{100 * _mean(rows, m, metric, c):.{digits}f}"
+                                                            for c in cells] + [f"{100 * means[m]:.2f}"] for m in grid]
+  return best, (f"\n### Validation benchmark: {title} (%) mean over graphs x splits\n\n"
+                + markdown_table(["row", *cells, "mean"], lines).rstrip("\n"))
 
 
 def validation_choice(rows: list[dict]) -> tuple[str, str]:
@@ -92,10 +86,6 @@ def paired(rows: list[dict], a: str, b: str, metric: str, cell: str) -> tuple[np
   return va[keep], vb[keep]
 
 
-def _se(x: np.ndarray) -> float:
-  return float(np.std(x, ddof=1) / np.sqrt(x.size)) if x.size >= 2 else float("nan")
-
-
 def _versus(rows, ours, other, metric, cell) -> dict:
   """Paired comparison: means ± s.e., difference ± s.e., wins / losses, t-test and Wilcoxon p (≥ 5 pairs)."""
   from scipy.stats import ttest_rel
@@ -103,8 +93,8 @@ def _versus(rows, ours, other, metric, cell) -> dict:
   d = a - b
   wins, losses = int((d > 0).sum()), int((d < 0).sum())
   big = a.size >= 5 and wins + losses > 0
-  return dict(other=other, n=int(a.size), ours=float(a.mean()), ours_se=_se(a), other_mean=float(b.mean()),
-              other_se=_se(b), diff=float(d.mean()), diff_se=_se(d), wins=wins, losses=losses,
+  return dict(other=other, n=int(a.size), ours=float(a.mean()), ours_se=std_err(a), other_mean=float(b.mean()),
+              other_se=std_err(b), diff=float(d.mean()), diff_se=std_err(d), wins=wins, losses=losses,
               t_p=float(ttest_rel(a, b).pvalue) if big else float("nan"),
               wilcoxon_p=float(wilcoxon_paired(list(a), list(b))) if big else float("nan"))
 

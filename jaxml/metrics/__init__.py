@@ -4,7 +4,7 @@ Every function is importable from the package (`from jaxml.metrics import energy
 and from its module (`jaxml.metrics.generative.energy_distance`).
 """
 
-from jaxml.metrics import calibration, generative, mcmc, mia, ood, ranking, representation
+from jaxml.metrics import calibration, generative, mcmc, mia, ood, ranking, representation, tables
 from jaxml.metrics.calibration import brier, ece, interval_coverage
 from jaxml.metrics.generative import (box_coverage, chamfer_matrix, classifier_two_sample, covariance_error, energy_distance, frechet_distance, kid,
                                       mmd_rbf, mode_coverage, periodogram_l1, point_cloud_scores,
@@ -15,10 +15,11 @@ from jaxml.metrics.ood import aupr, auroc, fpr_at_tpr
 from jaxml.metrics.ranking import (cumulative_score, flag_precision_recall, mae, paired_values, wilcoxon_paired,
                                    zero_one)
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
+from jaxml.metrics.tables import finite_values, fmt_mean_std, markdown_table, method_cell_table, std_err
 
 __all__ = [
     # modules
-    "calibration", "generative", "mcmc", "mia", "ood", "ranking", "representation",
+    "calibration", "generative", "mcmc", "mia", "ood", "ranking", "representation", "tables",
     # calibration
     "brier", "ece", "interval_coverage",
     # generative
@@ -34,4 +35,6 @@ __all__ = [
     "cumulative_score", "flag_precision_recall", "mae", "paired_values", "wilcoxon_paired", "zero_one",
     # representations
     "linear_cka", "linear_probe_accuracy",
+    # markdown tables of result rows
+    "finite_values", "fmt_mean_std", "markdown_table", "method_cell_table", "std_err",
 ]

@@ -6,22 +6,16 @@
 * Loss-MIA AUC: ROC-AUC of members vs non-members by -CE; 0.5 means they cannot be told apart."""
 
 import numpy as np
+from scipy.special import softmax
 
 from jaxml.metrics.ood import auroc
 
 __all__ = ["true_label_confidence", "cross_entropy", "svc_mia_efficacy", "loss_mia_auc"]
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-  z = np.asarray(logits, np.float64)
-  z = z - z.max(axis=-1, keepdims=True)
-  e = np.exp(z)
-  return e / e.sum(axis=-1, keepdims=True)
-
-
 def true_label_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
   """p(y | x) from logits [n, C] and int labels [n] -> [n]."""
-  p = _softmax(logits)
+  p = softmax(np.asarray(logits, np.float64), axis=-1)
   return p[np.arange(p.shape[0]), np.asarray(labels)]
 
 

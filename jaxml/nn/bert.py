@@ -15,8 +15,6 @@ import jax
 import jax.numpy as jnp
 from einops import rearrange
 
-__all__ = ["BertEncoder", "SentenceEncoder", "mean_pool"]
-
 
 class _SelfAttention(nn.Module):
   hidden: int

@@ -15,16 +15,12 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from jaxml import core
 from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, auto_l, baselines, chains, kernel, targets
-
-__all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid", "member_plan",
-           "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key", "combo_chain_ids",
-           "family_hypers", "group_hypers", "TUNED_PSMILE", "AUTO",
-           "config_keys", "row_key", "check_extension", "extend_grid", "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "psmile_auto",
            "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
@@ -42,23 +38,9 @@ AUTO = "psmile_auto"
 Result = tuple[dict[str, float], dict[str, float]]
 
 
-class _Cfg:
-  """Attribute access to a plain dict, so a dict works wherever a ConfigDict does."""
-
-  def __init__(self, cfg: dict):
-    self._cfg = cfg
-
-  def __getattr__(self, key: str) -> Any:
-    value = self._cfg[key]
-    return _Cfg(value) if isinstance(value, dict) else value
-
-  def get(self, key: str, default: Any = None) -> Any:
-    value = self._cfg.get(key, default)
-    return _Cfg(value) if isinstance(value, dict) else value
-
-
 def _c(cfg: Any) -> Any:
-  return _Cfg(cfg) if isinstance(cfg, dict) else cfg
+  """A plain dict as a ConfigDict (attribute access), so a dict works wherever a ConfigDict does."""
+  return ml_collections.ConfigDict(cfg) if isinstance(cfg, dict) else cfg
 
 
 def sampler_batch_size(cfg: Any, n: int) -> int:
@@ -315,11 +297,6 @@ def _smile_options(cfg: Any) -> dict:
   return {"L": math.inf if not cfg.L else float(cfg.L), "clamp": _precond_clamp(cfg)}
 
 
-def _fixed(cfg: Any) -> adaptation.Tuner:
-  """The fixed-ε rule of the naive variants: ε halved on a non-finite step unless `nonfinite_halving` is off."""
-  return adaptation.fixed_tuner(halve_nonfinite=bool(cfg.get("nonfinite_halving", True)))
-
-
 def family_hypers(cfg: Any, combos: Sequence[tuple[str, float]], k: int) -> dict[str, jnp.ndarray]:
   """Per-chain hypers of the `smile_family` runner for `combos` [(method, ε₀)], k chains each (combo-major):
   ε₀, the variant (precondition, tuned) and the r clamp (`precond_clamp`, on for `CLAMPED`)."""
@@ -345,8 +322,10 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
     ref = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
+    # the naive variants' fixed ε is halved on a non-finite step unless `nonfinite_halving` is off
+    fixed = adaptation.fixed_tuner(halve_nonfinite=bool(cfg.get("nonfinite_halving", True)))
     return chains.smile_chain_kernel(kernel.psmile(logd, step_size=default, tuner=adaptation.per_chain_tuner(
-        ref, _fixed(cfg)), same_batch_energy=bool(cfg.same_batch_energy), **_smile_options(cfg)))
+        ref, fixed), same_batch_energy=bool(cfg.same_batch_energy), **_smile_options(cfg)))
   if group == "psmile_vt":
     tuner = adaptation.virial_tuner(adapt_steps=int(warmup_steps), gain=float(cfg.vt_gain),
                                     target=float(cfg.vt_target), settle_frac=float(cfg.vt_settle_frac),

@@ -9,8 +9,6 @@ import jax.numpy as jnp
 from jaxml.nn.cnn import SmallCNN
 from jaxml.nn.mlp import MLP
 
-__all__ = ["HEADS", "RankNet", "l2_normalize"]
-
 HEADS = ("embed", "gol", "logits", "scalar", "coral", "corn", "poe")
 
 

@@ -31,16 +31,11 @@ import optax
 from jaxml import core
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning import pipelines as pl
-from jaxml.unlearning.defaults import GRIDS
 from jaxml.unlearning.fitting import FitOutput, cached, encode_rows
 from jaxml.unlearning.losses import weighted_mean
 from jaxml.unlearning.pipelines import NotApplicable, ce, kl, retain_ce_loss, rf_batches, train_classifier
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, value, with_values
 from jaxml.unlearning.task import UnlearningTask
-
-__all__ = ["BASELINES", "ZERO_SHOT_BASELINES", "ENSEMBLES", "SPECS", "Baseline", "BaselineOutput", "Ctx",
-           "NotApplicable", "ensemble_predictor", "fgsm_labels", "hyperparameters", "retain_ce_loss", "run_baseline",
-           "saliency_mask", "shard_of", "train_classifier"]
 
 BASELINES = ("retrain", "finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun",
              "scrub", "boundary_shrink", "bad_teacher", "head_only", "sisa", "unsir")
@@ -76,18 +71,6 @@ class Baseline(NamedTuple):
   prepare: Callable | None = None
   frozen: tuple[str, ...] = ()
   run: Callable | None = None
-
-  @property
-  def grid(self) -> tuple[str, tuple] | None:
-    """(setting, values) of its validation grid (`defaults.GRIDS`)."""
-    return GRIDS.get(self.name)
-
-
-class BaselineOutput(NamedTuple):
-  params: Any            # full classifier parameters {"encoder", "head"} (stacked over shards for SISA)
-  wall_s: float          # whole unlearning run incl. compile and any pre-computation
-  steady_s: float        # the same without the compiling first step of each fit
-  num_steps: int
 
 
 # --------------------------------------------------------------------------- pieces
@@ -386,17 +369,17 @@ def _single_fit(spec: Baseline, hp, model, params0, task, seed, cache, train_con
 
 def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask, *, seed: int,
                  overrides: Mapping[str, Any] | None = None, cache: MutableMapping[Hashable, Any] | None = None,
-                 train_config: Mapping[str, Any] | None = None) -> BaselineOutput:
-  """Runs one baseline by name (retrain included) from the trained `params0`. `train_config`:
-  optim / log_every / mesh for core.train (the learning rates are the baseline's own). Raises
-  `NotApplicable` when the method does not apply to the task."""
+                 train_config: Mapping[str, Any] | None = None) -> FitOutput:
+  """Runs one baseline by name (retrain included) from the trained `params0` (params stacked over shards for
+  SISA). `train_config`: optim / log_every / mesh for core.train (the learning rates are the baseline's own).
+  Raises `NotApplicable` when the method does not apply to the task."""
   hp, spec = hyperparameters(name, overrides), SPECS[name]
   t0 = time.perf_counter()
   fit = (spec.run or (lambda *a: _single_fit(spec, *a)))(hp, model, params0, task, seed, cache, train_config)
   # Pre-computations (masks, FGSM labels, features) count in the wall time; the steady time removes
   # only the fits' compiling first steps. SISA: only the retrained shards (the others predate the request).
   wall = fit.wall_s if name in ENSEMBLES else time.perf_counter() - t0
-  return BaselineOutput(fit.params, wall, wall - max(fit.wall_s - fit.steady_s, 0.0), fit.num_steps)
+  return fit._replace(wall_s=wall, steady_s=wall - max(fit.wall_s - fit.steady_s, 0.0))
 
 
 def ensemble_predictor(model: nn.Module, cache: MutableMapping | None = None) -> Callable:

@@ -7,8 +7,8 @@ from typing import Any
 # accuracy, in points, at or below which a weight still forgets (class forgetting: Retrain's is 0).
 ANCHOR_DEFAULTS: dict[str, Any] = {"anchor_grid": (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001), "anchor_tol": 1.0}
 
-# Validation grids, one setting per method ({method: (setting, values)}): the config's `grids` and the
-# baselines' `Baseline.grid` read them from here. The RU rows use the reference beta grid.
+# Validation grids, one setting per method ({method: (setting, values)}): the config's `grids` read them
+# from here. The RU rows use the reference beta grid.
 _BETAS = (1e-4, 1e-3, 1e-2, 0.1, 1.0)
 _LRS = (1e-4, 1e-3, 1e-2)
 GRIDS: dict[str, tuple[str, tuple]] = {

@@ -8,14 +8,12 @@ accuracy off / on the forgotten kind, MIA = SVC-MIA efficacy, loss-MIA AUC; Avg.
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
+from scipy.special import softmax
 
 from jaxml import core
 from jaxml.metrics import mia as mia_lib
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
 from jaxml.unlearning.task import UnlearningTask
-
-__all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
-           "GAP_KEYS", "FA_TOL", "ACC_TOL", "bar_gaps", "bar_score", "SCORES", "scorer"]
 
 GAP_KEYS = ("UA", "RA", "TA", "MIA")
 # The forgetting bar per forget split: forget accuracy within FA_TOL points of Retrain's, retain and
@@ -107,12 +105,6 @@ def scorer(name: str, retrain: Mapping[str, float],
   raise ValueError(f"unknown selection score {name!r}; expected one of {SCORES}")
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-  z = np.asarray(z, np.float64)
-  e = np.exp(z - z.max(-1, keepdims=True))
-  return e / e.sum(-1, keepdims=True)
-
-
 def divergences(out: Outputs, ref: Outputs, task: UnlearningTask) -> dict[str, float]:
   """Mean KL(p_retrain || p) and JS(p, p_retrain) of softmax outputs on D_r, D_f, D_t."""
   eps = 1e-12
@@ -123,7 +115,7 @@ def divergences(out: Outputs, ref: Outputs, task: UnlearningTask) -> dict[str, f
     if not len(a):
       res[f"KL_{name}"] = res[f"JS_{name}"] = float("nan")
       continue
-    p, q = _softmax(a), _softmax(b)
+    p, q = (softmax(np.asarray(v, np.float64), axis=-1) for v in (a, b))
     mix = 0.5 * (p + q)
     kl = lambda u, v: np.sum(u * (np.log(u + eps) - np.log(v + eps)), -1)  # noqa: E731
     res[f"KL_{name}"] = float(np.mean(kl(q, p)))

@@ -1,5 +1,5 @@
 """The classifier under unlearning: an encoder g and a linear head h, x -> h(g(x)). Any Linen module with
-submodules `encoder` and `head` works; `MLPClassifier` is the CPU-scale one (z = post-ReLU features)."""
+submodules `encoder` and `head` works (`Classifier`); `MLPClassifier` is the CPU-scale one (z = post-ReLU features)."""
 
 from typing import Sequence
 
@@ -9,9 +9,6 @@ import jax.numpy as jnp
 
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
-
-__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits",
-           "head_kernel", "make_classifier"]
 
 
 class MLPEncoder(nn.Module):
@@ -23,20 +20,6 @@ class MLPEncoder(nn.Module):
   def __call__(self, x: jax.Array) -> jax.Array:
     x = x.reshape(x.shape[0], -1)
     return nn.relu(MLP(tuple(self.features), name="mlp")(x))
-
-
-class MLPClassifier(nn.Module):
-  """Encoder + linear head, submodules named `encoder` and `head` (as ResNet's)."""
-
-  num_classes: int
-  features: Sequence[int] = (256, 128)
-
-  def setup(self):
-    self.encoder = MLPEncoder(tuple(self.features))
-    self.head = nn.Dense(self.num_classes)
-
-  def __call__(self, x: jax.Array) -> jax.Array:
-    return self.head(self.encoder(x))
 
 
 class Conv1DEncoder(nn.Module):
@@ -57,21 +40,22 @@ class Conv1DEncoder(nn.Module):
     return nn.relu(nn.Dense(self.features, name="dense")(x.reshape(x.shape[0], -1)))
 
 
-class Conv1DClassifier(nn.Module):
-  """Conv1DEncoder + linear head, submodules named `encoder` and `head`."""
+class Classifier(nn.Module):
+  """`encoder` + linear head, submodules named `encoder` and `head` (as ResNet's)."""
 
+  encoder: nn.Module
   num_classes: int
-  features: int = 128
-  channels: int = 32
-  layers: int = 3
-  kernel: int = 5
 
   def setup(self):
-    self.encoder = Conv1DEncoder(self.features, self.channels, self.layers, self.kernel)
     self.head = nn.Dense(self.num_classes)
 
   def __call__(self, x: jax.Array) -> jax.Array:
     return self.head(self.encoder(x))
+
+
+def MLPClassifier(num_classes: int, features: Sequence[int] = (256, 128)) -> Classifier:  # noqa: N802
+  """`MLPEncoder(features)` + linear head."""
+  return Classifier(MLPEncoder(tuple(features)), num_classes)
 
 
 def _encode(module: nn.Module, x: jax.Array) -> jax.Array:
@@ -106,12 +90,12 @@ def make_classifier(arch: str, num_classes: int, *, features: Sequence[int] = (2
                     conv_layers: int = 3, conv_kernel: int = 5, resnet_stage_sizes: Sequence[int] = (2, 2, 2, 2),
                     resnet_width: int = 64) -> nn.Module:
   """The classifier by name: "mlp" (`MLPClassifier`, encoder widths `features`), "cnn1d"
-  (`Conv1DClassifier`, z of width features[-1]) or "resnet" (`jaxml.nn.resnet.ResNet`)."""
+  (`Conv1DEncoder` + head, z of width features[-1]) or "resnet" (`jaxml.nn.resnet.ResNet`)."""
   if arch == "resnet":
     from jaxml.nn.resnet import ResNet
     return ResNet(num_classes, tuple(resnet_stage_sizes), resnet_width)
   if arch == "cnn1d":
-    return Conv1DClassifier(num_classes, features[-1], conv_channels, conv_layers, conv_kernel)
+    return Classifier(Conv1DEncoder(features[-1], conv_channels, conv_layers, conv_kernel), num_classes)
   if arch == "mlp":
     return MLPClassifier(num_classes, tuple(features))
   raise ValueError(f"unknown classifier {arch!r}; expected 'mlp', 'cnn1d' or 'resnet'")

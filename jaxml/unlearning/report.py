@@ -2,17 +2,11 @@
 sweep (forget accuracy per forgotten class next to the head's class at the mean representation).
 Cells are 'dataset/regime' or 'dataset/class/<c>'; `synthetic_rows` carry every reported key."""
 
-from typing import Callable
-
 import numpy as np
 
+from jaxml.metrics.tables import method_cell_table
 from jaxml.unlearning import baselines
 from jaxml.unlearning import evaluate as ev
-
-__all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables", "MASKED", "must_reach", "must_reach_table", "pooled_sweep", "regime_cells", "gap_summary", "paper_summary",
-           "sweep_plot", "synthetic_rows", "SWEEP_METHODS", "summary", "style", "GAP_PLOT",
-           "fmt_value"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",
@@ -224,15 +218,14 @@ def gap_summary(rows: list[dict], baselines: list[str], zero_shot: list[str]) ->
   return "\n".join(out) + "\n"
 
 
-def paper_summary(rows: list[dict], methods: list[str], table: Callable) -> str:
-  """The paper's columns for the first class of the sweep and over all its classes, per dataset; the
-  forget accuracy of every method per forgotten class next to the head's class at the mean (the
-  collision); which classes meet the forgetting bar (`must_reach`). `table(rows, cells, methods,
-  columns, labels)` renders a per-cell markdown table of mean ± std over seeds."""
+def paper_summary(rows: list[dict], methods: list[str]) -> str:
+  """paper_summary.md: the paper's columns (mean ± std over seeds) for the first class of the sweep and over all
+  its classes, per dataset; the forget accuracy of every method per forgotten class next to the head's class at
+  the mean (the collision); which classes meet the forgetting bar (`must_reach`)."""
   pooled, pooled_cells = pooled_sweep(rows)
   return "\n".join(["## The paper's table (fixed settings)\n",
-                    table(rows, first_sweep_cells(rows), methods, PAPER_COLUMNS, LABELS)
-                    + table(pooled, pooled_cells, methods, PAPER_COLUMNS, LABELS),
+                    method_cell_table(rows, first_sweep_cells(rows), methods, PAPER_COLUMNS, LABELS)
+                    + method_cell_table(pooled, pooled_cells, methods, PAPER_COLUMNS, LABELS),
                     forget_acc_tables(rows, methods),
                     must_reach_table(rows, [m for m in methods if m != "original"])]) + "\n"
 
@@ -279,15 +272,15 @@ def synthetic_rows(methods: list[str], *, paper_table: bool) -> list[dict]:
   return rows
 
 
-def summary(rows: list[dict], methods: list[str], table: Callable) -> str:
+def summary(rows: list[dict], methods: list[str]) -> str:
   """summary.md: RU's Avg. Gap against the best trained and zero-shot baseline per 'dataset/regime' cell
-  (`gap_summary`, when the rows have such cells), then `table(rows, cells, methods, COLUMNS, LABELS)`."""
+  (`gap_summary`, when the rows have such cells), then the COLUMNS per cell (mean ± std over seeds)."""
   text = ""
   if regime_cells(rows):
     trained = [m for m in methods if m in baselines.BASELINES and m != "retrain"]
     text = ("## Avg. Gap: RU against the best baseline per cell\n\n"
             + gap_summary(rows, trained, [m for m in methods if m in baselines.ZERO_SHOT_BASELINES]) + "\n")
-  return text + table(rows, cells(rows), methods, COLUMNS, LABELS)
+  return text + method_cell_table(rows, cells(rows), methods, COLUMNS, LABELS)
 
 
 def style(method: str) -> dict:

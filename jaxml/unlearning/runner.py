@@ -24,10 +24,6 @@ from jaxml.unlearning.fitting import cached, encode_rows
 from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_keys", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
-           "check_grid", "check_settings", "choose_settings",
-           "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
-
 # Our extensions: ru_uniform / ru_zs_uniform move the forget target to the nearest point where the frozen head is
 # uniform over the retained classes (`targets.uniform_target`); ru_zs_anchor adds the identity anchor, its weight
 # chosen from the forget rows alone (`_anchor_search`). ru_val: RU under the caller's validation-chosen settings.
@@ -49,11 +45,6 @@ def predictor(model, cache: MutableMapping[Hashable, Any] | None = None) -> Call
   """predict(params, x) -> (logits, g(x)) of a plain classifier (jitted once per model)."""
   return cached(cache, ("predict", model), lambda: jax.jit(
       lambda p, x: (model.apply({"params": p}, x), model_lib.encode(model, p, x))))
-
-
-def setting_keys(name: str) -> frozenset[str]:
-  """The settings an RU method accepts: `api.DEFAULTS`, plus `ANCHOR_DEFAULTS` for ru_zs_anchor."""
-  return frozenset(api.DEFAULTS) | (frozenset(ANCHOR_DEFAULTS) if name == "ru_zs_anchor" else frozenset())
 
 
 def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
@@ -187,8 +178,8 @@ def check_settings(name: str, settings: Mapping[str, Any]) -> None:
   """Raises ValueError on a setting method `name` does not have (before anything runs)."""
   if name not in RU_METHODS:
     baselines.hyperparameters("retrain" if name == "original" else name, settings)
-  elif set(settings) - setting_keys(name):
-    raise ValueError(f"unknown {name} settings {sorted(set(settings) - setting_keys(name))}")
+  elif unknown := set(settings) - set(api.DEFAULTS) - set(ANCHOR_DEFAULTS if name == "ru_zs_anchor" else ()):
+    raise ValueError(f"unknown {name} settings {sorted(unknown)}")
 
 
 def check_grid(name: str, param: str, score: str, settings: Mapping[str, Any]) -> None:

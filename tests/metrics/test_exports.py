@@ -7,7 +7,7 @@ import jaxml.metrics as metrics
 
 def test_package_exports_every_module_function():
   from jaxml.metrics import energy_distance  # noqa: F401  (a top-level name that once failed to import)
-  for module_name in ("calibration", "generative", "mcmc", "mia", "ood", "ranking", "representation"):
+  for module_name in ("calibration", "generative", "mcmc", "mia", "ood", "ranking", "representation", "tables"):
     module = getattr(metrics, module_name)
     for name in module.__all__:
       assert name in metrics.__all__, f"jaxml.metrics does not export {module_name}.{name}"

@@ -103,7 +103,7 @@ def test_cnn1d_encoder_feeds_the_linear_head():
   config = unlearning_config.get_config("paper_cpu:datasets=mnist1d")
   config.model.arch = "cnn1d"
   model = exp.make_model(config, "mnist1d", 10)
-  assert isinstance(model, model_lib.Conv1DClassifier)
+  assert isinstance(model.encoder, model_lib.Conv1DEncoder)
   x = np.zeros((2, 40), np.float32)
   params = model.init(jax.random.key(0), x)["params"]
   assert model_lib.encode(model, params, x).shape == (2, config.model.features[-1])
