@@ -2,6 +2,8 @@
 
 import ml_collections
 
+__all__ = ["base_config", "parse_arg"]
+
 
 def parse_arg(arg: str | None, presets: tuple[str, ...], **defaults):
   """Parses "preset:key=value,key=value" (big_vision style) into (preset, ConfigDict).

@@ -8,6 +8,8 @@ import numpy as np
 from jaxml import core
 from jaxml.data import offline, toys
 
+__all__ = ["load_domain", "make_batches"]
+
 
 def load_domain(name: str, d: Mapping[str, Any], *, digits_as_images: bool = False) -> dict[str, Any]:
   """train x (+ y), held-out eval set, a disjoint real 'floor' set and a validation set of the eval size, and

@@ -7,6 +7,8 @@ import numpy as np
 
 from experiments.common import save_plot
 
+__all__ = ["bar_plot", "bar_panels", "scatter_cells", "sample_grid"]
+
 
 def _pyplot():
   import matplotlib

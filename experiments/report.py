@@ -23,6 +23,10 @@ from jaxml.metrics import paired_values, wilcoxon_paired
 from jaxml.metrics.tables import finite_values, fmt_mean_std, markdown_table, method_cell_table, std_err
 from experiments.plots import bar_panels, bar_plot, sample_grid, scatter_cells
 
+__all__ = ["frame", "fmt_mean_std", "std_err", "markdown_table", "table", "pivot_table", "paired", "SignTest",
+           "sign_test", "compare", "best_by", "paired_summary", "mean_se_table", "ours_vs_best", "mean_table",
+           "cost_medians", "method_cell_table", "bar_plot", "bar_panels", "scatter_cells", "sample_grid"]
+
 KEY = ["dataset", "split", "seed"]   # what pairs two methods' runs
 
 

@@ -23,6 +23,8 @@ from jaxml import smile  # noqa: E402
 from jaxml.data import offline  # noqa: E402
 from jaxml.smile import pipeline  # noqa: E402
 
+__all__ = ["ANCHORS", "CHOSEN", "data_protocol", "summarize", "merge", "merge_main", "make_plot"]
+
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
 _SMILE = set(smile.SMILE_VARIANTS)                     # the `smile_family` group
 _ALL_SMILE = _SMILE | set(smile.TUNED_PSMILE)

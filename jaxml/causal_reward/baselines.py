@@ -18,6 +18,9 @@ import numpy as np
 from jaxml.causal_reward import losses
 from jaxml.causal_reward.model import Trunk
 
+__all__ = ["RewardMLP", "CovariateRM", "OdinRM", "VibRM", "odin_penalty", "rrm_loss_terms",
+           "cue_rule_accuracy"]
+
 
 class RewardMLP(nn.Module):
   """r = Dense(1)(Trunk(h)): [N, D] -> [N]. Also the post-hoc MLP probe on frozen factors."""

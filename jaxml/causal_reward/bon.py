@@ -7,6 +7,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+__all__ = ["kl_bon", "best_of_n", "fit_gao", "powers_of_two"]
+
 
 def kl_bon(n: np.ndarray | int) -> np.ndarray:
   """log N - (N - 1) / N (zero at N = 1)."""

@@ -6,6 +6,8 @@ builds its `causal_reward` section from here (configs may import a method's `def
 
 from typing import Any
 
+__all__ = ["default_config", "authors_config"]
+
 
 def default_config() -> dict[str, Any]:
   """The spec's model and loss defaults (section 1, 2 and the corrections of section 9)."""

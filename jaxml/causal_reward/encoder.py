@@ -16,6 +16,9 @@ import numpy as np
 from jaxml import core
 from jaxml.nn.bert import SentenceEncoder
 
+__all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
+           "default_cache_dir", "cache_key"]
+
 _LAYER_MAP = {
     "attention.self.query": "attention/query", "attention.self.key": "attention/key",
     "attention.self.value": "attention/value", "attention.output.dense": "attention_out",

@@ -13,6 +13,9 @@ from jaxml.causal_reward import api, bon, losses, probes
 from jaxml.causal_reward.training import RewardTrainer, predict
 from jaxml.metrics import paired_values
 
+__all__ = ["accuracies", "corr", "cue_effects", "bon_readout", "factor_leakage", "paired_differences",
+           "ablation_pairs"]
+
 
 def accuracies(trainer: RewardTrainer, params: Any, sets: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, float]:
   """`acc_<name>`: pairwise accuracy of the inference reward on each pair set (h_w, h_l)."""

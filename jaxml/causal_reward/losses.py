@@ -7,6 +7,8 @@ an optional soft label y in [0, 1] is P(w beats l) (1 for ordinary preference da
 import jax
 import jax.numpy as jnp
 
+__all__ = ["bt_loss", "pearson", "cross_cov_fro2", "reconstruction", "gaussian_kl", "pairwise_accuracy"]
+
 
 def bt_loss(r_w: jax.Array, r_l: jax.Array, label: jax.Array | None = None) -> jax.Array:
   """Bradley-Terry: mean of -[y log s(r_w - r_l) + (1 - y) log s(r_l - r_w)]; y = 1 if omitted.

@@ -19,6 +19,9 @@ import numpy as np
 
 from jaxml.nn.mlp import MLP
 
+__all__ = ["grad_reverse", "grl_schedule", "layer_norm", "adversary_mlp", "Trunk", "FactoredRM", "VaeFactoredRM",
+           "ADVERSARY_MODULES"]
+
 # Top-level submodule names that form the adversary optimiser group.
 ADVERSARY_MODULES = ("adversary", "adversary2")
 

@@ -12,6 +12,9 @@ import numpy as np
 from jaxml import core
 from jaxml.causal_reward import baselines, training
 
+__all__ = ["ridge_fit", "ridge_r2", "ridge_accuracy", "spearman", "ProbeResult", "make_probe_trainer",
+           "pref_probe", "regress_probe"]
+
 
 def ridge_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> tuple[np.ndarray, float]:
   """Weights and intercept of min ||y - x w - b||^2 + l2 n ||w||^2 (x standardised inside)."""

@@ -17,6 +17,8 @@ from jaxml import core
 from jaxml.causal_reward import api
 from jaxml.causal_reward.model import grl_schedule
 
+__all__ = ["RewardTrainer", "TrainOutput", "make_trainer", "train", "predict", "epoch_batches", "TRAIN_KEYS"]
+
 TRAIN_KEYS = ("h_w", "h_l", "t_w", "t_l", "label")
 
 

@@ -14,6 +14,8 @@ import optax
 from jaxml import core
 from jaxml.nn.mlp import MLP
 
+__all__ = ["KINDS", "make_model", "make_method"]
+
 KINDS = ("mlp", "linear")
 
 

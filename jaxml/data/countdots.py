@@ -3,6 +3,8 @@ images of k ∈ {0..K−1} Gaussian blobs, 0–2 distractor bars and N(0, 0.1²)
 
 import numpy as np
 
+__all__ = ["make_countdots", "render_countdots"]
+
 
 def _centres(rng: np.random.Generator, k: int, size: int, min_sep: float, margin: int = 3) -> np.ndarray:
   pts: list[np.ndarray] = []

@@ -3,6 +3,8 @@
 
 import numpy as np
 
+__all__ = ["make_csbm"]
+
 
 def make_csbm(*, num_nodes: int = 3000, num_classes: int = 5, num_features: int = 64,
               p_in: float = 0.01, p_out: float = 0.001, mean_scale: float = 2.0, noise: float = 1.0,

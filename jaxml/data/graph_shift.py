@@ -9,6 +9,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+__all__ = ["gpn_split", "leave_out_classes", "select_perturbed", "perturb_features", "isolated_nodes",
+           "SHIFT_KINDS", "ShiftFn", "feature_shift", "apply_shift", "scale_shift", "mix_shift", "zero_shift",
+           "rewire_shift", "SHIFT_BUILDERS"]
+
 ShiftFn = Callable[[np.ndarray, dict, np.random.Generator], tuple[np.ndarray, dict, np.ndarray]]
 
 SHIFT_KINDS = ("normal", "bernoulli")

@@ -15,6 +15,11 @@ import numpy as np
 
 from jaxml.data import verify
 
+__all__ = ["DataNotFoundError", "DataIntegrityError", "data_root", "is_path", "UCI_DATASETS", "UCI_SMILE_DATASETS",
+           "UCI_SMILE_ONLY", "load_uci",
+           "ORDINAL_DATASETS", "ORDINAL_TARGETS", "load_ordinal", "GRAPH_DATASETS", "load_graph", "load_hh_rlhf",
+           "load_digits", "load_mnist1d", "check_name"]
+
 ENV_VAR = "JAXML_DATA_DIR"
 
 

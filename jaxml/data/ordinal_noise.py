@@ -10,6 +10,8 @@ from typing import Callable, Union
 
 import numpy as np
 
+__all__ = ["NOISE_KINDS", "CLIP_MODES", "NoiseModel", "add_label_noise", "noisy_rank_count"]
+
 NOISE_KINDS = ("none", "gaussian", "adjacent", "symmetric", "skewed", "input_dependent")
 CLIP_MODES = ("both", "low", "none")
 NoiseModel = Callable[..., np.ndarray]

@@ -15,6 +15,10 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+__all__ = ["Cue", "length_cue", "sycophancy_cue", "shift_value", "set_value", "DEFAULT_CUES", "World",
+           "make_world", "sample_responses", "render", "gold_reward", "cues", "cue_names", "intervene",
+           "make_pairs", "make_benchmark", "sample_policy_pool", "DIM_U", "DIM_C", "DIM_N"]
+
 DIM_U, DIM_C, DIM_N = 4, 8, 8
 
 

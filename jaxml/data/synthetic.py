@@ -2,6 +2,8 @@
 
 import numpy as np
 
+__all__ = ["gaussian_blobs", "linear_regression"]
+
 
 def gaussian_blobs(n: int, *, num_classes: int = 3, dim: int = 2, scale: float = 0.5,
                    seed: int = 0) -> dict[str, np.ndarray]:

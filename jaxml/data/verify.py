@@ -12,6 +12,9 @@ import os
 import pathlib
 import sys
 
+__all__ = ["MANIFEST", "DataIntegrityError", "default_root", "read_manifest", "sha256_of", "check_file",
+           "verify_root", "write_manifest", "main"]
+
 MANIFEST = "MANIFEST.sha256"
 
 

@@ -14,6 +14,8 @@ from jaxml.emf import baselines, sample
 from jaxml.emf.losses import EMFConfig, make_emf_loss
 from jaxml.emf.model import ApplyFn, make_apply_fn, make_network
 
+__all__ = ["METHODS", "REGISTRY", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
+
 SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Array]
 
 

@@ -20,6 +20,9 @@ from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, guided_anchor,
 from jaxml.emf.model import ApplyFn
 from jaxml.emf.sample import consistency_fn
 
+__all__ = ["make_fm_loss", "make_meanflow_loss", "jvp_double_vjp", "ShortcutConfig", "make_shortcut_loss", "CTConfig",
+           "make_ct_loss", "ct_grid_size"]
+
 LossFn = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
 
 

@@ -24,6 +24,9 @@ import jax.numpy as jnp
 
 from jaxml.emf.model import ApplyFn
 
+__all__ = ["EMFConfig", "sample_time_pairs", "adaptive_weight", "per_row_sq", "euler_target",
+           "jvp_target", "labels_for_training", "guided_anchor", "make_emf_loss", "velocity_from"]
+
 
 class EMFConfig(NamedTuple):
   """Static settings shared by EMF and the baselines that use interval rows.

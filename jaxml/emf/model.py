@@ -13,6 +13,8 @@ from jaxml.nn.embeddings import TimeIntervalEmbed
 from jaxml.nn.setnet import SetNet
 from jaxml.nn.unet import UNet
 
+__all__ = ["FlowMLP", "FlowNet", "ApplyFn", "make_network", "make_apply_fn"]
+
 ApplyFn = Callable[[Any, jax.Array, jax.Array, jax.Array, jax.Array | None], jax.Array]
 
 

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 
 from jaxml.emf.model import ApplyFn
 
+__all__ = ["sample_flow_map", "sample_flow", "sample_consistency", "consistency_fn"]
+
 
 def _grid(k: jax.Array, num_steps: int | jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
   n = jnp.asarray(num_steps).astype(dtype)

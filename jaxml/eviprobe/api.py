@@ -10,6 +10,8 @@ from jaxml import core
 from jaxml.eviprobe.backbone import make_backbone, make_backbone_method
 from jaxml.eviprobe.probe import ProbeConfig
 
+__all__ = ["make_method", "probe_config"]
+
 
 def make_method(config: Mapping[str, Any]) -> core.Method:
   """Backbone method from a config with `backbone` (name, hidden, dropout, ...), `num_features`,

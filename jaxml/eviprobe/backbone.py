@@ -16,6 +16,10 @@ import optax
 from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
+__all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
+           "selection", "make_forward", "member_keys", "member", "forward", "forward_eval",
+           "ensemble_logits", "mc_logits", "train_backbone"]
+
 BACKBONES = ("gcn", "gat", "appnp")
 
 

@@ -23,6 +23,9 @@ from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import propagate, row_norm_weights
 from jaxml.nn.mlp import MLP
 
+__all__ = ["msp", "entropy_score", "temperature_scaled", "energy", "gnnsafe", "mahalanobis", "hop_distances",
+           "gkde_prior", "sample_average", "EPNProbe", "make_epn_method", "epn_scores", "fit_temperature"]
+
 
 def _entropy(p: jax.Array) -> jax.Array:
   return -jnp.sum(p * jnp.log(jnp.maximum(p, 1e-30)), -1)

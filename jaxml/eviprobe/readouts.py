@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import digamma
 
+__all__ = ["expected_entropy", "dissonance", "dirichlet_readouts"]
+
 
 def expected_entropy(alpha: jax.Array) -> jax.Array:
   """E_{Dir(α)}[−Σ_c π_c log π_c] for α [..., K] -> [...]."""

@@ -12,6 +12,9 @@ import numpy as np
 from jaxml.eviprobe import pipeline as pl
 from jaxml.metrics import markdown_table, ood, paired_values, std_err, wilcoxon_paired
 
+__all__ = ["scored_rows", "isolated_rows", "rank", "validation_choice", "misc_choice", "guard_choice", "paired",
+           "cell_verdict"]
+
 
 def scored_rows(cost: Mapping[str, dict], scores: Mapping[str, tuple[dict, float]], ood_nodes: np.ndarray,
                 id_nodes: np.ndarray, labels: np.ndarray, train_s: float) -> list[tuple[str, dict, dict]]:

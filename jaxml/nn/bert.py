@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from einops import rearrange
 
+__all__ = ["BertEncoder", "SentenceEncoder", "mean_pool"]
+
 
 class _SelfAttention(nn.Module):
   hidden: int

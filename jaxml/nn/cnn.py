@@ -3,6 +3,8 @@
 import flax.linen as nn
 import jax
 
+__all__ = ["SmallCNN"]
+
 
 class SmallCNN(nn.Module):
   """`blocks` x (conv 3x3, `channels`, ReLU, 2x2 max-pool) -> Dense(hidden) ReLU -> Dense(features).

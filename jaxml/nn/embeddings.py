@@ -6,6 +6,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["sinusoidal", "TimeIntervalEmbed"]
+
 
 def sinusoidal(t: jax.Array, dim: int, *, max_freq: float = 30.0, min_freq: float = 1.0) -> jax.Array:
   """Sin/cos features [B, dim] (dim even) of times [B], geometric angular frequencies in [min_freq, max_freq].

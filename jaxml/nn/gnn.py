@@ -11,6 +11,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["SparseFeatures", "FirstLinear", "GCN", "GAT", "APPNP", "add_self_loops", "gcn_norm_weights",
+           "row_norm_weights", "propagate", "feature_matmul"]
+
 
 class SparseFeatures(NamedTuple):
   """COO node features: value `values[k]` at (rows[k], cols[k]); rows, cols int32 [nnz]."""

@@ -5,6 +5,8 @@ from typing import Callable, Sequence
 import flax.linen as nn
 import jax
 
+__all__ = ["MLP"]
+
 
 class MLP(nn.Module):
   """Dense layers with an activation between them; the last layer is linear.

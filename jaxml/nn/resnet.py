@@ -9,6 +9,8 @@ from typing import Sequence
 import flax.linen as nn
 import jax
 
+__all__ = ["ResidualBlock", "ResNetEncoder", "ResNet"]
+
 
 def _groups(width: int) -> int:
   return next(g for g in (8, 4, 2, 1) if width % g == 0)

@@ -8,6 +8,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["SetNet"]
+
 
 class SetNet(nn.Module):
   """`x [B, N, C], cond [B, D] -> [B, N, C]`; zero-initialised output layer."""

@@ -9,6 +9,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["FiLMResBlock", "UNet"]
+
 
 def _groups(ch: int, groups: int) -> int:
   g = min(groups, ch)

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 from jaxml import core
 from jaxml.smile import targets
 
+__all__ = ["make_method", "make_classifier_method", "make_model", "member_nll"]
+
 
 def make_model(config: Any) -> targets.RegressionModel:
   return targets.make_regression_model(tuple(config.hidden), noise=config.get("noise", "global"))

@@ -16,6 +16,8 @@ from blackjax.sgmcmc import diffusions
 from jaxml import core
 from jaxml.smile.chains import ChainKernel
 
+__all__ = ["sgld_kernel", "csgld_kernel", "sghmc_kernel"]
+
 
 def _sgld(logdensity_fn: Callable, default_step: float,
           schedule: Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array]],

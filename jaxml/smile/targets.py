@@ -15,6 +15,12 @@ from jax.scipy.special import logsumexp
 
 from jaxml.nn.mlp import MLP
 
+__all__ = [
+    "RegressionModel", "make_regression_model", "gaussian_loglik", "log_prior", "make_minibatch_logdensity",
+    "make_full_logdensity", "predict", "predictive_metrics", "LOG_SIGMA_RANGE", "make_classification_logdensity",
+    "classification_metrics",
+]
+
 LOG_SIGMA_RANGE = (-12.0, 8.0)   # numerical safety only; never active at sensible parameters
 
 

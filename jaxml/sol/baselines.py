@@ -14,6 +14,8 @@ from jaxml import core
 from jaxml.sol import losses as L
 from jaxml.sol.model import RankNet
 
+__all__ = ["BASELINES", "RULES", "decode_head", "make_baseline"]
+
 BASELINES = ("ce", "l2", "l1", "soft_ce", "coral", "corn", "poe")
 # The decoding rule of each baseline (its name in result rows).
 RULES = {"ce": "argmax", "soft_ce": "argmax", "poe": "argmax", "l2": "round", "l1": "round",

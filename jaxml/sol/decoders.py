@@ -17,6 +17,9 @@ import jax.numpy as jnp
 
 from jaxml.sol import losses as L
 
+__all__ = ["DECODERS", "masked_profile", "expectation", "profile_position", "profile", "top_k", "knn_labels", "knn",
+           "knn_median", "masked_dists", "log_prior", "posterior", "fit_kappa", "posterior_median", "decode_all"]
+
 DECODERS = ("expectation", "profile", "knn", "knn_median", "posterior_median")
 
 

@@ -9,6 +9,8 @@ import numpy as np
 
 from jaxml.sol import losses as L
 
+__all__ = ["ArcLoss", "arc_embeddings", "arc_loss", "centroid_span", "reliability"]
+
 
 class ArcLoss(NamedTuple):
   so: jax.Array      # L_SO, mean over the three order classes of the class-mean pair loss

@@ -18,6 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["gaussian_rows", "gaussian_table", "soft_centroids", "sq_dists", "expected_profile", "ProfileAffine",
+           "profile_affine", "profile_gaps", "order_masks", "order_probs", "order_prob_tables",
+           "discriminative_loss", "discriminative_weights", "order_violations", "stochastic_order_loss", "Pairs",
+           "sample_pairs", "center_loss"]
+
 _EPS = 1e-12
 
 

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 from jaxml.nn.cnn import SmallCNN
 from jaxml.nn.mlp import MLP
 
+__all__ = ["HEADS", "RankNet", "l2_normalize"]
+
 HEADS = ("embed", "gol", "logits", "scalar", "coral", "corn", "poe")
 
 

@@ -6,6 +6,8 @@ import numpy as np
 
 from jaxml import core
 
+__all__ = ["sample_references", "sample_pairs", "sample_pairs_rows", "LabelBook", "make_pair_batches"]
+
 
 def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
                       rng: np.random.Generator, order: np.ndarray | None = None) -> np.ndarray:

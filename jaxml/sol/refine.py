@@ -5,6 +5,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+__all__ = ["Refinement", "refine_labels", "RELABEL_STEPS"]
+
 RELABEL_STEPS = ("constant_rate_mean", "round_mean", "half_delta", "fixed")
 
 

@@ -18,6 +18,8 @@ from jaxml import core
 from jaxml.sol.api import RankLearner, host_pair_count, init_extra, make_learner
 from jaxml.sol.pairs import LabelBook, make_pair_batches
 
+__all__ = ["RankTrainer", "Fitted", "make_trainer", "fit", "predict", "relabel_steps"]
+
 
 class RankTrainer(NamedTuple):
   """One method's learner, compiled steps and schedule, reused for every partition and noise draw."""

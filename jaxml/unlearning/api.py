@@ -21,6 +21,9 @@ from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure,
 from jaxml.unlearning.targets import class_statistics, target_info, uniform_target
 from jaxml.unlearning.transform import make_transform
 
+__all__ = ["DEFAULTS", "FROZEN", "TARGETS", "UnlearnOutput", "batch_values", "init_params", "make_eval_fn",
+           "make_loss_fn", "make_method", "make_optimizer", "make_predict_fn", "step_structure", "unlearn"]
+
 # Reference-code defaults with the CPU adaptations of the spec (step floor, batch 128).
 DEFAULTS: dict[str, Any] = dict(
     beta=0.01,                # IB trade-off (grid 1e-4 ... 1)

@@ -37,6 +37,10 @@ from jaxml.unlearning.pipelines import NotApplicable, ce, kl, retain_ce_loss, rf
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, value, with_values
 from jaxml.unlearning.task import UnlearningTask
 
+__all__ = ["BASELINES", "ZERO_SHOT_BASELINES", "ENSEMBLES", "SPECS", "Baseline", "Ctx",
+           "NotApplicable", "ensemble_predictor", "fgsm_labels", "hyperparameters", "retain_ce_loss", "run_baseline",
+           "saliency_mask", "shard_of", "train_classifier"]
+
 BASELINES = ("retrain", "finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun",
              "scrub", "boundary_shrink", "bad_teacher", "head_only", "sisa", "unsir")
 ZERO_SHOT_BASELINES = ("emmn", "jit", "gkt")

@@ -15,6 +15,9 @@ from jaxml.metrics import mia as mia_lib
 from jaxml.metrics.representation import linear_cka, linear_probe_accuracy
 from jaxml.unlearning.task import UnlearningTask
 
+__all__ = ["Outputs", "collect_outputs", "unlearning_metrics", "avg_gap", "divergences", "representation_checks",
+           "GAP_KEYS", "FA_TOL", "ACC_TOL", "bar_gaps", "bar_score", "SCORES", "scorer"]
+
 GAP_KEYS = ("UA", "RA", "TA", "MIA")
 # The forgetting bar per forget split: forget accuracy within FA_TOL points of Retrain's, retain and
 # retained-class test accuracy within ACC_TOL points of the original model's.

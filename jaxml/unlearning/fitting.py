@@ -12,6 +12,8 @@ from jaxml import core
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.sampling import structure
 
+__all__ = ["CHUNK", "FitOutput", "cached", "cached_encoder", "encode_rows", "fit_params"]
+
 # Rows per compiled call of the frozen encoder (`encode_rows`).
 CHUNK = 1024
 

@@ -18,6 +18,9 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+__all__ = ["perturb", "retain_loss", "forget_loss", "zero_shot_retain_loss", "zero_shot_forget_loss",
+           "standard_objective", "zero_shot_objective", "weighted_mean"]
+
 TransformFn = Callable[[jax.Array], jax.Array]
 
 

@@ -10,6 +10,9 @@ import jax.numpy as jnp
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
 
+__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits",
+           "head_kernel", "make_classifier"]
+
 
 class MLPEncoder(nn.Module):
   """[B, ...] -> [B, D]: flatten, Dense-ReLU stack, ReLU on the last layer too."""

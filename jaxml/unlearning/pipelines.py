@@ -24,6 +24,10 @@ from jaxml.unlearning.losses import weighted_mean
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.task import UnlearningTask
 
+__all__ = ["EMMN_DEFAULTS", "GKT_DEFAULTS", "SISA_DEFAULTS", "UNSIR_DEFAULTS", "NotApplicable", "ce", "fit", "kl",
+           "retain_ce_loss", "rf_batches", "run_emmn", "run_gkt", "run_retrain", "run_sisa", "run_unsir", "shard_of",
+           "train_classifier"]
+
 EMMN_DEFAULTS = dict(noise_per_class=16, noise_steps=400, noise_lr=0.1, noise_l2=0.01, impair_steps=2, impair_lr=0.01,
                      repair_steps=2, repair_lr=0.01)
 # Authors' configs (RU repository): SISA 10 shards x 5 slices, SGD 0.1; here Adam with the train recipe

@@ -9,6 +9,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+__all__ = ["index_stream", "steps_for_epochs", "structure", "with_values", "value"]
+
 
 def steps_for_epochs(num_rows: int, batch_size: int, epochs: float, *, minimum: int = 1) -> int:
   """ceil(epochs * num_rows / batch_size), at least `minimum`."""

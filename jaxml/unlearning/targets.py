@@ -14,6 +14,8 @@ import numpy as np
 
 from jaxml.unlearning import model as model_lib
 
+__all__ = ["class_statistics", "head_probs", "target_info", "uniform_target"]
+
 
 def head_probs(model: nn.Module, model_params: Any, z: np.ndarray) -> np.ndarray:
   """softmax(h(z)) of the frozen head at one point z [D] -> [C] (numpy)."""

@@ -4,6 +4,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+__all__ = ["UnlearningTask"]
+
 
 class UnlearningTask(NamedTuple):
   """Training rows split into retain / forget by index, plus a test set: x_train [n, ...], y_train [n];

@@ -10,6 +10,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+__all__ = ["LinearTransform", "ResidualTransform", "MLPTransform", "make_transform", "TRANSFORMS"]
+
 TRANSFORMS = ("linear", "residual", "mlp")
 
 
