@@ -6,6 +6,8 @@ from typing import Any, Callable
 
 import jax
 
+__all__ = ["timed", "repeat_time", "flops"]
+
 
 def timed(fn: Callable, *args: Any, clock: Callable[[], float] = time.perf_counter) -> tuple[float, Any]:
   """(seconds, fn(*args)), waiting for the result's arrays to be ready."""

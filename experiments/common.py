@@ -27,7 +27,7 @@ from ml_collections import config_flags
 from jaxml import core
 
 __all__ = ["define_flags", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
-           "env_info", "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
+           "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
            "track_reads", "config_leaves", "override_keys", "enable_compilation_cache"]
 
 FLAGS = flags.FLAGS

@@ -17,7 +17,7 @@ from jaxml import core
 from jaxml.nn.bert import SentenceEncoder
 
 __all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
-           "default_cache_dir", "cache_key"]
+           "cache_key"]
 
 _LAYER_MAP = {
     "attention.self.query": "attention/query", "attention.self.key": "attention/key",

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["make_tfds_batches"]
+__all__ = ["make_tfds_batches", "load_tfds_arrays"]
 
 
 def make_tfds_batches(name: str, *, split: str, batch_size: int, seed: int, data_dir: str | None = None,

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
 
-__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Conv1DClassifier", "encode", "head_logits", "logits",
+__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Classifier", "encode", "head_logits", "logits",
            "head_kernel", "make_classifier"]
 
 

@@ -24,7 +24,7 @@ from jaxml.unlearning.fitting import cached, encode_rows
 from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "setting_keys", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
+__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
            "check_grid", "check_settings", "choose_settings",
            "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
