@@ -106,6 +106,8 @@ def test_second_launch_on_a_live_workdir_exits_2_and_touches_nothing(tmp_path):
     while not (workdir / "config.json").exists():
       assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-2000:]
       time.sleep(0.05)
+    # Stopped, the first run is still alive and holds the workdir, without training against the second launch.
+    first.send_signal(signal.SIGSTOP)
     config_before = (workdir / "config.json").read_bytes()
     second = subprocess.run([sys.executable, "-m", "experiments.mlp_digits", f"--workdir={workdir}", *ARGS],
                             cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
