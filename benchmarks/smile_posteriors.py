@@ -80,6 +80,7 @@ METHODS = {
     "auto_virial": ("auto-L, tuner virial", lambda f, total: sampler_kernel(lambda e: auto_l.psmile(
         f, step_size=e, num_steps=total, tuner=adapt.virial_tuner(adapt_steps=total // 2))), "eps"),
     "auto_l02": ("auto-L, l_factor 0.2", _auto(l_factor=0.2), "eps"),
+    "auto_l04": ("auto-L, l_factor 0.4", _auto(l_factor=0.4), "eps"),
     "auto_l1": ("auto-L, l_factor 1", _auto(l_factor=1.0), "eps"),
     "inf": ("pSMILE L=inf", lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), "eps"),
     "naive": ("pSMILE L=inf naive",
