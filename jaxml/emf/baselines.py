@@ -15,8 +15,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, draw_flow_batch, guided_anchor, interpolate, labels_for_training,
-                              num_interval_rows, per_row_sq, row_split_mse, weighted_mean)
+from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, draw_flow_batch, guided_anchor, interpolate,
+                              labels_for_training, num_interval_rows, per_row_sq, row_split_mse, weighted_mean)
 from jaxml.emf.model import ApplyFn
 from jaxml.emf.sample import consistency_fn
 

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 from jaxml.emf.model import ApplyFn
 
 __all__ = ["EMFConfig", "sample_time_pairs", "adaptive_weight", "per_row_sq", "euler_target", "jvp_target",
-           "labels_for_training", "guided_anchor", "make_emf_loss", "velocity_from", "interpolate", "FlowDraw",
-           "draw_flow_batch", "weighted_mean", "row_split_mse"]
+           "labels_for_training", "guided_anchor", "make_emf_loss", "velocity_from", "interpolate", "draw_flow_batch",
+           "weighted_mean", "row_split_mse"]
 
 
 class EMFConfig(NamedTuple):
@@ -121,28 +121,17 @@ def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
   return _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
 
 
-class FlowDraw(NamedTuple):
-  """One batch's draws: data x1, noise x0, times t <= r [B], training labels and their dropped mask, x_t."""
-
-  x1: jax.Array
-  x0: jax.Array
-  t: jax.Array
-  r: jax.Array
-  labels: jax.Array | None
-  dropped: jax.Array | None
-  xt: jax.Array
-
-
-def draw_flow_batch(batch: dict, rng: jax.Array, cfg: "EMFConfig") -> FlowDraw:
-  """The draws of EMF and the baselines on its clock, with the same key use in each (so EMF at rho = 0
-  draws what flow matching draws)."""
+def draw_flow_batch(batch: dict, rng: jax.Array, cfg: "EMFConfig") -> tuple[jax.Array | None, ...]:
+  """(x1, x0, t, r, labels, dropped, x_t): data, noise, times t <= r [B], training labels and their dropped
+  mask, and x_t; the same key use for EMF and the baselines on its clock (EMF at rho = 0 draws what flow
+  matching draws)."""
   x1 = batch["x"]
   noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
   x0 = jax.random.normal(noise_rng, x1.shape, x1.dtype)
   t, r = sample_time_pairs(time_rng, x1.shape[0], cfg)
   labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
   t = t.astype(x1.dtype)
-  return FlowDraw(x1, x0, t, r.astype(x1.dtype), labels, dropped, interpolate(x0, x1, t))
+  return x1, x0, t, r.astype(x1.dtype), labels, dropped, interpolate(x0, x1, t)
 
 
 def velocity_from(out: jax.Array, x: jax.Array, t: jax.Array, param: str, eps: float) -> jax.Array:

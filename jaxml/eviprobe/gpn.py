@@ -176,7 +176,8 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int,
     logp = jnp.log(alpha / alpha.sum(-1, keepdims=True))
     ce = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[:, None], -1)[:, 0]
     acc = (jnp.argmax(alpha, -1) == labels).astype(jnp.float32)
-    return {"val_uce": uce_loss(alpha, labels, mask), "val_ce": masked_mean(ce, mask), "val_acc": masked_mean(acc, mask)}
+    return {"val_uce": uce_loss(alpha, labels, mask), "val_ce": masked_mean(ce, mask),
+            "val_acc": masked_mean(acc, mask)}
 
   frozen = FLOW_ONLY_FROZEN if phase == "warmup" else ()
   return core.Method(init, loss_fn, eval_fn, predict_fn=lambda params, batch: alpha_of(params, batch),
