@@ -97,6 +97,17 @@ def _weight(batch, cfg, name: str) -> jax.Array:
   return jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)
 
 
+def _pair_inputs(batch, cfg) -> tuple[jax.Array, int, Any, Callable[[str], jax.Array], jax.Array]:
+  """(h = [h_w; h_l] [2B, D], B, label, weight(name) -> this step's loss weight, GRL lam) of a batch."""
+  h = jnp.concatenate([batch["h_w"], batch["h_l"]], axis=0)
+  lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
+  return h, batch["h_w"].shape[0], batch.get("label"), lambda name: _weight(batch, cfg, name), lam
+
+
+def _cues(batch) -> jax.Array:
+  return jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0)
+
+
 def _alternating_term(params, z_n: jax.Array, b: int, label, cfg, t: jax.Array | None) -> jax.Array:
   """Encoder loss against an adversary trained `adv_steps` SGD steps on the frozen z_n.
 
@@ -125,13 +136,9 @@ def _factored_loss(module, cfg):
   alternating = cfg["adv_mode"] == "alternating"
 
   def loss_fn(params, batch, rng):
-    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
-    b = h_w.shape[0]
-    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
-    h = jnp.concatenate([h_w, h_l], axis=0)
-    t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0) if nuisance else None
+    h, b, label, w, lam = _pair_inputs(batch, cfg)
+    t = _cues(batch) if nuisance else None
     t_adv = t if cfg["adv_condition"] else None
-    lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
     # Alternating: the layer gets lam = 0, so the adversary trains on a frozen z_n (zero cotangent
     # to the encoder); the encoder's push comes from `_alternating_term`, scaled by the same ramp.
     out = module.apply(params, h, jnp.zeros_like(lam) if alternating else lam, rng if cfg["beta_c"] > 0 else None,
@@ -174,11 +181,7 @@ def _authors_loss(module, cfg):
   """
 
   def loss_fn(params, batch, rng):
-    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
-    b = h_w.shape[0]
-    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
-    h = jnp.concatenate([h_w, h_l], axis=0)
-    lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
+    h, b, label, w, lam = _pair_inputs(batch, cfg)
     out = module.apply(params, h, lam, rng)
     r, a = out["r"], out["a"]
     terms = {"l_bt": losses.bt_loss(r[:b], r[b:], label), "l_adv": losses.bt_loss(a[:b], a[b:], label),
@@ -196,40 +199,29 @@ def _baseline_loss(module, cfg):
   kind = cfg["kind"]
 
   def loss_fn(params, batch, rng):
-    h_w, h_l, label = batch["h_w"], batch["h_l"], batch.get("label")
-    b = h_w.shape[0]
-    w = lambda name: _weight(batch, cfg, name)  # noqa: E731
-    h = jnp.concatenate([h_w, h_l], axis=0)
+    h, b, label, w, _ = _pair_inputs(batch, cfg)
     aux: dict[str, jax.Array] = {}
+    extra = 0.0                       # the kind's term beside BT on the training-time preference score
     if kind == "odin":
       out = module.apply(params, h)
-      t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0)
-      total = out["r_q"] + out["r_l"]
-      l_bt = losses.bt_loss(total[:b], total[b:], label)
-      pen = baselines.odin_penalty(out["r_q"], out["r_l"], t, out["w_q"], out["w_l"], tuple(cfg["odin_cues"]))
-      loss, r = l_bt + w("odin_weight") * pen, out["r_q"]
-      aux["odin_penalty"] = pen
+      r, score = out["r_q"], out["r_q"] + out["r_l"]
+      aux["odin_penalty"] = baselines.odin_penalty(out["r_q"], out["r_l"], _cues(batch), out["w_q"], out["w_l"],
+                                                   tuple(cfg["odin_cues"]))
+      extra = w("odin_weight") * aux["odin_penalty"]
     elif kind == "covariate":
-      t = jnp.concatenate([batch["t_w"], batch["t_l"]], axis=0)
-      r, r_adj = module.apply(params, h, t)
-      l_bt = losses.bt_loss(r_adj[:b], r_adj[b:], label)
-      loss = l_bt
+      r, score = module.apply(params, h, _cues(batch))
     elif kind == "vib":
       r, mu, logvar = module.apply(params, h, rng)
-      l_bt = losses.bt_loss(r[:b], r[b:], label)
-      kl = losses.gaussian_kl(mu, logvar)
-      loss = l_bt + w("vib_beta") * kl
-      aux["kl"] = kl
+      score, aux["kl"] = r, losses.gaussian_kl(mu, logvar)
+      extra = w("vib_beta") * aux["kl"]
     else:
-      r = module.apply(params, h)
-      l_bt = losses.bt_loss(r[:b], r[b:], label)
-      loss = l_bt
+      r = score = module.apply(params, h)
       if kind == "rrm":
-        l_rrm = baselines.rrm_loss_terms(r[:b], r[b:])
-        loss = loss + w("rrm_weight") * l_rrm
-        aux["l_rrm"] = l_rrm
+        aux["l_rrm"] = baselines.rrm_loss_terms(r[:b], r[b:])
+        extra = w("rrm_weight") * aux["l_rrm"]
+    l_bt = losses.bt_loss(score[:b], score[b:], label)
     aux.update(l_bt=l_bt, acc=losses.pairwise_accuracy(r[:b], r[b:], label))
-    return loss, aux
+    return l_bt + extra, aux
 
   return loss_fn
 

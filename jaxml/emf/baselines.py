@@ -15,8 +15,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, guided_anchor, labels_for_training,
-                              num_interval_rows, per_row_sq, sample_time_pairs)
+from jaxml.emf.losses import (EMFConfig, _bcast, adaptive_weight, draw_flow_batch, guided_anchor, interpolate,
+                              labels_for_training, num_interval_rows, per_row_sq, row_split_mse, weighted_mean)
 from jaxml.emf.model import ApplyFn
 from jaxml.emf.sample import consistency_fn
 
@@ -26,30 +26,18 @@ __all__ = ["make_fm_loss", "make_meanflow_loss", "jvp_double_vjp", "ShortcutConf
 LossFn = Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
 
 
-def _path(rng: jax.Array, x1: jax.Array) -> jax.Array:
-  return jax.random.normal(rng, x1.shape, x1.dtype)
-
-
 def make_fm_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> LossFn:
   """Flow matching (r = t on every row); same key use as EMF so EMF with rho = 0 equals it exactly."""
 
   def loss_fn(params, batch, rng):
-    x1 = batch["x"]
-    bsz = x1.shape[0]
-    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
-    x0 = _path(noise_rng, x1)
-    t, _ = sample_time_pairs(time_rng, bsz, cfg._replace(rho=0.0))
-    t = t.astype(x1.dtype)
-    labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
-    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+    x1, x0, t, _, labels, dropped, xt = draw_flow_batch(batch, rng, cfg._replace(rho=0.0))
     out = apply_fn(params, xt, t, t, labels)
     anchor = (x1 - x0) if cfg.param == "u" else x1
     anchor = guided_anchor(apply_fn, jax.lax.stop_gradient(params), xt, t, anchor, labels, dropped, cfg)
     err = per_row_sq(out - anchor)
     if cfg.param == "x1":
       err = err / jnp.square(jnp.maximum(1.0 - t, cfg.eps))
-    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
-    return loss, {"mse": jnp.mean(err)}
+    return weighted_mean(err, cfg.p, cfg.c), {"mse": jnp.mean(err)}
 
   return loss_fn
 
@@ -78,16 +66,10 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
     raise ValueError("the MeanFlow baseline is u-prediction only")
 
   def loss_fn(params, batch, rng):
-    x1 = batch["x"]
+    x1, x0, t, r, labels, dropped, xt = draw_flow_batch(batch, rng, cfg)
     bsz = x1.shape[0]
     n_int = num_interval_rows(bsz, cfg.rho)
     m = bsz if cfg.aux_rows == "all" else n_int
-    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
-    x0 = _path(noise_rng, x1)
-    t, r = sample_time_pairs(time_rng, bsz, cfg)
-    t, r = t.astype(x1.dtype), r.astype(x1.dtype)
-    labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
-    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
     vc = x1 - x0
     params_sg = jax.lax.stop_gradient(params)
     anchor = guided_anchor(apply_fn, params_sg, xt, t, vc, labels, dropped, cfg)
@@ -107,11 +89,7 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
     corr = _bcast(r[:m] - t[:m], du) * du
     target = anchor + jnp.concatenate([corr, jnp.zeros_like(anchor[m:])], axis=0) if m < bsz else anchor + corr
     err = per_row_sq(out - jax.lax.stop_gradient(target))
-    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
-    is_int = jnp.arange(bsz) < n_int
-    return loss, {"mse": jnp.mean(err),
-                  "mse_diag": jnp.sum(jnp.where(is_int, 0.0, err)) / max(bsz - n_int, 1),
-                  "mse_interval": jnp.sum(jnp.where(is_int, err, 0.0)) / max(n_int, 1)}
+    return weighted_mean(err, cfg.p, cfg.c), {"mse": jnp.mean(err), **row_split_mse(err, n_int)}
 
   return loss_fn
 
@@ -146,7 +124,7 @@ def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: i
     bsz = x1.shape[0]
     n_boot = max(int(round(cfg.boot_frac * bsz)), min(levels, bsz))
     noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
-    x0 = _path(noise_rng, x1)
+    x0 = jax.random.normal(noise_rng, x1.shape, x1.dtype)
     labels, _ = labels_for_training(label_rng, batch.get("y"), ecfg)
     u = jax.random.uniform(time_rng, (bsz,), x1.dtype)
     j = jnp.arange(bsz) % levels
@@ -156,7 +134,7 @@ def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: i
     is_boot = jnp.arange(bsz) < n_boot
     d = jnp.where(is_boot, d_boot, d_fm)
     t = jnp.where(is_boot, t_boot, u * (1.0 - d_fm))
-    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+    xt = interpolate(x0, x1, t)
     out = apply_fn(params, xt, t, t + d, labels)
     p_sg = jax.lax.stop_gradient(params)
     sl = lambda a: None if a is None else a[:n_boot]
@@ -166,8 +144,7 @@ def make_shortcut_loss(apply_fn: ApplyFn, cfg: ShortcutConfig, *, num_classes: i
     boot = jnp.clip((s1 + s2) / 2, -cfg.target_clip, cfg.target_clip)
     target = jnp.concatenate([boot, (x1 - x0)[n_boot:]], axis=0)
     err = per_row_sq(out - jax.lax.stop_gradient(target))
-    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
-    return loss, {"mse_boot": jnp.mean(err[:n_boot]), "mse_flow": jnp.mean(err[n_boot:])}
+    return weighted_mean(err, cfg.p, cfg.c), {"mse_boot": jnp.mean(err[:n_boot]), "mse_flow": jnp.mean(err[n_boot:])}
 
   return loss_fn
 
@@ -202,14 +179,13 @@ def make_ct_loss(apply_fn: ApplyFn, cfg: CTConfig, *, num_classes: int = 0,
     huber_c = cfg.c_scale * math.sqrt(dim)
     n = extra["grid"].astype(x1.dtype)
     noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
-    x0 = _path(noise_rng, x1)
+    x0 = jax.random.normal(noise_rng, x1.shape, x1.dtype)
     labels, _ = labels_for_training(label_rng, batch.get("y"), ecfg)
     i = jnp.floor(jax.random.uniform(time_rng, (bsz,), x1.dtype) * n)
     t_a, t_b = i / n, (i + 1) / n
-    x_a = _bcast(1 - t_a, x1) * x0 + _bcast(t_a, x1) * x1
-    x_b = _bcast(1 - t_b, x1) * x0 + _bcast(t_b, x1) * x1
-    f_a = consistency_fn(apply_fn, params, x_a, t_a, labels)
-    f_b = jax.lax.stop_gradient(consistency_fn(apply_fn, jax.lax.stop_gradient(params), x_b, t_b, labels))
+    f_a = consistency_fn(apply_fn, params, interpolate(x0, x1, t_a), t_a, labels)
+    f_b = jax.lax.stop_gradient(consistency_fn(apply_fn, jax.lax.stop_gradient(params), interpolate(x0, x1, t_b), t_b,
+                                               labels))
     dist = jnp.sqrt(per_row_sq(f_a - f_b) + huber_c ** 2) - huber_c
     return jnp.mean(adaptive_weight(dist, cfg.p, cfg.c) * dist * n), {"dist": jnp.mean(dist), "grid": n}
 

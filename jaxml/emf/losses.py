@@ -24,8 +24,9 @@ import jax.numpy as jnp
 
 from jaxml.emf.model import ApplyFn
 
-__all__ = ["EMFConfig", "sample_time_pairs", "adaptive_weight", "per_row_sq", "euler_target",
-           "jvp_target", "labels_for_training", "guided_anchor", "make_emf_loss", "velocity_from"]
+__all__ = ["EMFConfig", "sample_time_pairs", "adaptive_weight", "per_row_sq", "euler_target", "jvp_target",
+           "labels_for_training", "guided_anchor", "make_emf_loss", "velocity_from", "interpolate", "draw_flow_batch",
+           "weighted_mean", "row_split_mse"]
 
 
 class EMFConfig(NamedTuple):
@@ -78,6 +79,18 @@ def adaptive_weight(err: jax.Array, p: float | jax.Array, c: float) -> jax.Array
   return jax.lax.stop_gradient(1.0 / jnp.power(err + c, p))
 
 
+def weighted_mean(err: jax.Array, p: float | jax.Array, c: float) -> jax.Array:
+  """The loss E[w(e) e] over the rows, w the `adaptive_weight`."""
+  return jnp.mean(adaptive_weight(err, p, c) * err)
+
+
+def row_split_mse(err: jax.Array, n_int: int) -> dict[str, jax.Array]:
+  """Mean error of the diagonal rows (r = t) and of the first `n_int` rows, the interval rows."""
+  is_int = jnp.arange(err.shape[0]) < n_int
+  return {"mse_diag": jnp.sum(jnp.where(is_int, 0.0, err)) / max(err.shape[0] - n_int, 1),
+          "mse_interval": jnp.sum(jnp.where(is_int, err, 0.0)) / max(n_int, 1)}
+
+
 def _base_times(rng: jax.Array, shape: tuple[int, ...], cfg: EMFConfig) -> jax.Array:
   if cfg.time_law == "uniform":
     return jax.random.uniform(rng, shape)
@@ -101,6 +114,24 @@ def sample_time_pairs(rng: jax.Array, batch: int, cfg: EMFConfig) -> tuple[jax.A
   t = jnp.where(is_int, lo, ab[0])
   r = jnp.where(is_int, hi, ab[0])
   return t, r
+
+
+def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
+  """x_t = (1 - t) x0 + t x1 for times t [B]."""
+  return _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
+
+
+def draw_flow_batch(batch: dict, rng: jax.Array, cfg: "EMFConfig") -> tuple[jax.Array | None, ...]:
+  """(x1, x0, t, r, labels, dropped, x_t): data, noise, times t <= r [B], training labels and their dropped
+  mask, and x_t; the same key use for EMF and the baselines on its clock (EMF at rho = 0 draws what flow
+  matching draws)."""
+  x1 = batch["x"]
+  noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
+  x0 = jax.random.normal(noise_rng, x1.shape, x1.dtype)
+  t, r = sample_time_pairs(time_rng, x1.shape[0], cfg)
+  labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
+  t = t.astype(x1.dtype)
+  return x1, x0, t, r.astype(x1.dtype), labels, dropped, interpolate(x0, x1, t)
 
 
 def velocity_from(out: jax.Array, x: jax.Array, t: jax.Array, param: str, eps: float) -> jax.Array:
@@ -203,15 +234,9 @@ def make_emf_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> Callable[..., tuple[jax.
     raise ValueError(f"unknown aux_rows {cfg.aux_rows!r}; expected interval or all")
 
   def loss_fn(params, batch, rng):
-    x1 = batch["x"]
+    x1, x0, t, r, labels, dropped, xt = draw_flow_batch(batch, rng, cfg)
     bsz = x1.shape[0]
     n_int = num_interval_rows(bsz, cfg.rho)
-    noise_rng, time_rng, label_rng = jax.random.split(rng, 3)
-    x0 = jax.random.normal(noise_rng, x1.shape, x1.dtype)
-    t, r = sample_time_pairs(time_rng, bsz, cfg)
-    t, r = t.astype(x1.dtype), r.astype(x1.dtype)
-    labels, dropped = labels_for_training(label_rng, batch.get("y"), cfg)
-    xt = _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
     vc = x1 - x0
     out = apply_fn(params, xt, t, r, labels)
     params_sg = jax.lax.stop_gradient(params)
@@ -229,12 +254,8 @@ def make_emf_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> Callable[..., tuple[jax.
     err = per_row_sq(out - jax.lax.stop_gradient(target))
     if cfg.param == "x1":
       err = err / jnp.square(jnp.maximum(1.0 - t, cfg.eps))
-    loss = jnp.mean(adaptive_weight(err, cfg.p, cfg.c) * err)
-    is_int = jnp.arange(bsz) < n_int
-    aux = {"mse": jnp.mean(err),
-           "mse_diag": jnp.sum(jnp.where(is_int, 0.0, err)) / max(bsz - n_int, 1),
-           "mse_interval": jnp.sum(jnp.where(is_int, err, 0.0)) / max(n_int, 1),
-           "active_frac": jnp.mean((r - t) > cfg.delta)}
+    loss = weighted_mean(err, cfg.p, cfg.c)
+    aux = {"mse": jnp.mean(err), **row_split_mse(err, n_int), "active_frac": jnp.mean((r - t) > cfg.delta)}
     if aux_diag:
       gain = aux_diag["gain"][:n_int] if n_int else aux_diag["gain"]
       corr = aux_diag["corr"][:n_int] if n_int else aux_diag["corr"]

@@ -18,7 +18,7 @@ from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
            "selection", "make_forward", "member_keys", "member", "forward", "forward_eval",
-           "ensemble_logits", "mc_logits", "train_backbone"]
+           "ensemble_logits", "mc_logits", "train_backbone", "masked_mean", "l2_penalty"]
 
 BACKBONES = ("gcn", "gat", "appnp")
 
@@ -56,13 +56,24 @@ def make_backbone(cfg: Mapping[str, Any], num_features: int, num_classes: int) -
   raise ValueError(f"unknown backbone {name!r}; expected one of {BACKBONES}")
 
 
-def _masked_ce(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
+def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
+  """Mean of `values` [N] over the nodes of a 0/1 `mask` (0 when the mask is empty)."""
+  return jnp.sum(values * mask) / jnp.maximum(mask.sum(), 1.0)
+
+
+def l2_penalty(params: Any, l2: float) -> jax.Array:
+  """(l2 / 2) ‖θ‖², the coupled weight decay of every eviprobe loss."""
+  return 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
+
+
+def _masked_ce_acc(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
   ce = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
-  return jnp.sum(ce * mask) / jnp.maximum(mask.sum(), 1.0)
+  return masked_mean(ce, mask), masked_mean(jnp.argmax(logits, -1) == labels, mask)
 
 
-def _masked_acc(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
-  return jnp.sum((jnp.argmax(logits, -1) == labels) * mask) / jnp.maximum(mask.sum(), 1.0)
+def _call(fn: Callable, variables: Any, batch: Mapping[str, Any], **kwargs: Any) -> Any:
+  """`fn` (a module's apply or init) on the whole graph of `batch`."""
+  return fn(variables, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0], **kwargs)
 
 
 def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int = 1) -> core.Method:
@@ -72,23 +83,16 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
   loss is the members' sum, so each trains exactly as alone (a deep ensemble at ~1 model's cost); member 0
   is the model `num_members=1` trains."""
 
-  def apply(params, batch, *, train=False, rng=None):
-    rngs = {"dropout": rng} if rng is not None else None
-    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
-                       train=train, rngs=rngs)
-
   def init_one(rng, batch):
-    return model.init({"params": rng}, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
+    return _call(model.init, {"params": rng}, batch)
 
   def loss_one(params, batch, rng):
-    out = apply(params, batch, train=True, rng=rng)
-    ce = _masked_ce(out["logits"], batch["labels"], batch["train_mask"])
-    reg = 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
-    return ce + reg, ce, _masked_acc(out["logits"], batch["labels"], batch["train_mask"])
+    logits = _call(model.apply, params, batch, train=True, rngs={"dropout": rng})["logits"]
+    ce, acc = _masked_ce_acc(logits, batch["labels"], batch["train_mask"])
+    return ce + l2_penalty(params, l2), ce, acc
 
   def eval_one(params, batch):
-    logits = apply(params, batch)["logits"]
-    return _masked_ce(logits, batch["labels"], batch["val_mask"]), _masked_acc(logits, batch["labels"], batch["val_mask"])
+    return _masked_ce_acc(_call(model.apply, params, batch)["logits"], batch["labels"], batch["val_mask"])
 
   if num_members == 1:
     def init(rng, batch):
@@ -136,7 +140,7 @@ def selection(patience: int, eval_every: int = 1) -> core.Selection:
 
 
 def forward_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
-  return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0])
+  return _call(model.apply, params, batch)
 
 
 # Module-level jits keyed on the (hashable) Flax module: equal backbones share compiled code.
@@ -153,9 +157,7 @@ ensemble_logits.__doc__ = "ensemble_logits(model, stacked_params, batch) -> logi
 
 
 def _mc_logits(model: nn.Module, params: Any, batch: Mapping[str, Any], rng: jax.Array, num_samples: int) -> jax.Array:
-  def one(key):
-    return model.apply(params, batch_features(batch), batch["edges"], num_nodes=batch["labels"].shape[0],
-                       train=True, rngs={"dropout": key})["logits"]
+  one = lambda key: _call(model.apply, params, batch, train=True, rngs={"dropout": key})["logits"]  # noqa: E731
   return jax.lax.map(one, jax.random.split(rng, num_samples))
 
 

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxml import core
+from jaxml.eviprobe.backbone import l2_penalty
+from jaxml.eviprobe.gpn import dirichlet_entropy, uce_loss
 from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis_whitened
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import propagate, row_norm_weights
@@ -139,37 +141,22 @@ def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4,
   """
   model = EPNProbe(num_classes, hidden)
 
-  def uce(alpha, labels, mask):
-    a0 = alpha.sum(-1)
-    ay = jnp.take_along_axis(alpha, jnp.maximum(labels, 0)[:, None], -1)[:, 0]
-    loss = jax.scipy.special.digamma(a0) - jax.scipy.special.digamma(ay)
-    return jnp.sum(loss * mask) / jnp.maximum(mask.sum(), 1.0)
-
   def init(rng, batch):
     return model.init(rng, batch["z"])
 
   def loss_fn(params, batch, rng):
     del rng
     alpha = model.apply(params, batch["z"])
-    loss = uce(alpha, batch["labels"], batch["train_mask"])
+    mask = batch["train_mask"]
+    uce = loss = uce_loss(alpha, batch["labels"], mask)
     if entropy_reg:
-      ent = _dirichlet_entropy(alpha)
-      loss = loss - entropy_reg * jnp.sum(ent * batch["train_mask"]) / jnp.maximum(batch["train_mask"].sum(), 1.0)
-    reg = 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
-    return loss + reg, {"uce": uce(alpha, batch["labels"], batch["train_mask"])}
+      loss = loss - entropy_reg * jnp.sum(dirichlet_entropy(alpha) * mask) / jnp.maximum(mask.sum(), 1.0)
+    return loss + l2_penalty(params, l2), {"uce": uce}
 
   def eval_fn(params, batch):
-    return {"val_uce": uce(model.apply(params, batch["z"]), batch["labels"], batch["val_mask"])}
+    return {"val_uce": uce_loss(model.apply(params, batch["z"]), batch["labels"], batch["val_mask"])}
 
   return core.Method(init, loss_fn, eval_fn)
-
-
-def _dirichlet_entropy(alpha: jax.Array) -> jax.Array:
-  a0 = alpha.sum(-1)
-  k = alpha.shape[-1]
-  log_b = jnp.sum(jax.scipy.special.gammaln(alpha), -1) - jax.scipy.special.gammaln(a0)
-  dg = jax.scipy.special.digamma
-  return log_b + (a0 - k) * dg(a0) - jnp.sum((alpha - 1.0) * dg(alpha), -1)
 
 
 def epn_scores(params, z: jax.Array, logits: jax.Array, num_classes: int, hidden: int = 64) -> dict:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax.scipy.special import digamma, gammaln
 
 from jaxml import core
+from jaxml.eviprobe.backbone import l2_penalty, masked_mean
 from jaxml.eviprobe.probe import LOG_CLAMP, propagate_scalar
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import FirstLinear, SparseFeatures
@@ -119,9 +120,9 @@ def gpn_alpha(log_q: jax.Array, class_counts: jax.Array, edges: jax.Array, *, la
 
 def uce_loss(alpha: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
   """Uncertainty cross-entropy E_{Dir(α)}[−log π_y] = ψ(α_0) − ψ(α_y), masked mean."""
+  a0 = alpha.sum(-1)
   ay = jnp.take_along_axis(alpha, jnp.maximum(labels, 0)[:, None], -1)[:, 0]
-  loss = digamma(alpha.sum(-1)) - digamma(ay)
-  return jnp.sum(loss * mask) / jnp.maximum(mask.sum(), 1.0)
+  return masked_mean(digamma(a0) - digamma(ay), mask)
 
 
 def dirichlet_entropy(alpha: jax.Array) -> jax.Array:
@@ -166,9 +167,8 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int,
     alpha = alpha_of(params, batch, train=True, rng=rng)
     mask = batch["train_mask"]
     uce = uce_loss(alpha, batch["labels"], mask)
-    ent = jnp.sum(dirichlet_entropy(alpha) * mask) / jnp.maximum(mask.sum(), 1.0)
-    reg = 0.5 * l2 * sum(jnp.sum(p ** 2) for p in jax.tree.leaves(params))
-    return uce - lam * ent + reg, {"uce": uce, "entropy": ent}
+    ent = masked_mean(dirichlet_entropy(alpha), mask)
+    return uce - lam * ent + l2_penalty(params, l2), {"uce": uce, "entropy": ent}
 
   def eval_fn(params, batch):
     alpha = alpha_of(params, batch)
@@ -176,9 +176,8 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int,
     logp = jnp.log(alpha / alpha.sum(-1, keepdims=True))
     ce = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[:, None], -1)[:, 0]
     acc = (jnp.argmax(alpha, -1) == labels).astype(jnp.float32)
-    denom = jnp.maximum(mask.sum(), 1.0)
-    return {"val_uce": uce_loss(alpha, labels, mask), "val_ce": jnp.sum(ce * mask) / denom,
-            "val_acc": jnp.sum(acc * mask) / denom}
+    return {"val_uce": uce_loss(alpha, labels, mask), "val_ce": masked_mean(ce, mask),
+            "val_acc": masked_mean(acc, mask)}
 
   frozen = FLOW_ONLY_FROZEN if phase == "warmup" else ()
   return core.Method(init, loss_fn, eval_fn, predict_fn=lambda params, batch: alpha_of(params, batch),

@@ -8,6 +8,7 @@
 `run_split` chains the three and returns `{method: (metrics, cost)}`. `cfg` is the `smile` section of
 configs/smile_uci.py; data holds x/y_train, x/y_valid, x/y_test (+ "y_std": test metrics in original units)."""
 
+import functools
 import math
 import time
 import zlib
@@ -208,11 +209,10 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
     if logdensity is not None:
       q.append(np.asarray(logdensity)[:, keep][..., None])
     q = np.concatenate(q, axis=-1)
-    with np.errstate(all="ignore"):
-      rhat = np.stack([mcmc.split_rhat(q[i][None]) for i in range(c)])
-      ess = np.stack([mcmc.bulk_ess(q[i][None]) for i in range(c)])
-    out["rhat_median"] = float(np.nanmedian(rhat)) if np.isfinite(rhat).any() else float("nan")
-    out["ess_median"] = float(np.nanmedian(ess)) if np.isfinite(ess).any() else float("nan")
+    for name, stat in (("rhat_median", mcmc.split_rhat), ("ess_median", mcmc.bulk_ess)):
+      with np.errstate(all="ignore"):
+        v = np.stack([stat(q[i][None]) for i in range(c)])
+      out[name] = float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan")
   return out
 
 
@@ -393,10 +393,7 @@ def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, 
     thin = max(int(over.get("samples", cfg.mclmc_native_samples)) // kept, 1)
     c = int(over.get("chains", cfg.mclmc_native_chains))
   frac3 = 0.1 if tune >= 50 else 0.0   # too few steps for phase 3's ESS estimate of L
-
-  def make_logdensity(x, y):
-    return targets.make_full_logdensity(model.apply, x, y, prior_scale=cfg.prior_scale)
-
+  make_logdensity = functools.partial(targets.make_full_logdensity, model.apply, prior_scale=cfg.prior_scale)
   runner = chains.make_mclmc_runner(make_logdensity, num_chains=c, data_size=n, num_tune=tune, num_samples=kept,
                                     thin=thin, desired_energy_var=cfg.mclmc_energy_var, frac_tune3=frac3)
   return runner, ([group], None, c)
@@ -513,12 +510,11 @@ def run_split(cfg: Any, train_cfg: Any, samplers: Samplers, data: dict, member_b
   one = jnp.ones((1,), bool)
   eval_seed = int(rng.integers(2 ** 63))   # one draw, whatever the methods: each method's metric draws are its own
   out: dict[str, Result] = {}
-  if "map" in cfg.methods:
-    out["map"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:1, None], members), one, None, data, cfg,
-                           _method_rng(eval_seed, "map")), {"peg": mcost["peg"] / k, "wall_s": mcost["wall_s"] / k})
-  if "de" in cfg.methods:
-    out["de"] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:, None], members), one, None, data, cfg,
-                          _method_rng(eval_seed, "de")), {"peg": mcost["peg"], "wall_s": mcost["wall_s"]})
+  for method, size in (("map", 1), ("de", k)):     # the first member alone, then all K
+    if method in cfg.methods:
+      out[method] = (evaluate(samplers.predict, jax.tree.map(lambda a: a[:size, None], members), one, None, data,
+                              cfg, _method_rng(eval_seed, method)),
+                     {"peg": mcost["peg"] / (k // size), "wall_s": mcost["wall_s"] / (k // size)})
   for method, (metrics, cost) in sample_split(samplers, cfg, members, data, chain_key,
                                               np.random.default_rng(eval_seed),
                                               progress=name if progress else None).items():

@@ -161,10 +161,6 @@ def _decode_chunks(fn: Callable[[jax.Array], jax.Array], n: int, chunk: int = 51
   return jax.lax.map(lambda i: fn(i[None])[:, 0], rows, batch_size=size)[:n].T
 
 
-def _decode_table(s: Mapping[str, Any]) -> jax.Array:
-  return L.gaussian_table(s["num_classes"], s["sigma"])
-
-
 def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol") -> Callable:
   """Jitted refresh(params, extra, x_train, x_val, y_val, relabel) -> (extra, stats): re-embeds the training set
   and recomputes centroids, valid ranks, positions, prior and κ; if `relabel` (traced), decodes the training
@@ -172,7 +168,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
   recomputes the centroids (spec §2.1)."""
   s = sol_settings(config, variant)
   c, sigma, k, window = s["num_classes"], s["sigma"], s["knn"], s["profile_window"]
-  table = _decode_table(s)
+  table = L.gaussian_table(s["num_classes"], s["sigma"])
   embed = make_embed_fn(s)
   fixed = s["relabel_decoder"]
 
@@ -230,7 +226,7 @@ def init_extra(config: Mapping[str, Any] | None, params: core.Params, x_train: n
 
 def _sol_decode(s: Mapping[str, Any], learnable: bool) -> Callable:
   net = _net(s, "gol" if learnable else "embed")
-  table = _decode_table(s)
+  table = L.gaussian_table(s["num_classes"], s["sigma"])
 
   @jax.jit
   def decode(params, extra, x):

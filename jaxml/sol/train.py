@@ -130,13 +130,10 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
   select = core.Selection("mae", "min", every=trainer.select_every, keep_extra=pairs)
   result = core.train(trainer.core_trainer, batches, trainer.train_config, name=name, seed=seed, init_params=params,
                       extra=extra, hooks=hooks, eval_batches=[val], select=select, progress=False)
-  final_state = result.state
   best_extra = jax.device_get(result.extra) if pairs else None
-  maes = score(final_state.replace(params=result.params, extra=best_extra))
-  best = {"params": jax.device_get(result.params), "extra": best_extra, "step": result.best_step, "maes": maes,
-          "decoder": min(maes, key=maes.get) if pairs else learner.decoders[0]}
-  final = score(final_state)
-  return Fitted(best["params"], best["extra"], best["decoder"], int(best["step"]), best["maes"], final,
+  maes = score(result.state.replace(params=result.params, extra=best_extra))
+  decoder = min(maes, key=maes.get) if pairs else learner.decoders[0]
+  return Fitted(jax.device_get(result.params), best_extra, decoder, int(result.best_step), maes, score(result.state),
                 refreshes, result.wall_s, result.steps_per_s)
 
 
