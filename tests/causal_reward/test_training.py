@@ -58,6 +58,7 @@ def test_one_compiled_step_serves_every_seed_and_weight(monkeypatch):
     crm.train(counted, bench["train"], seed=0, epochs=1, batch_size=128, hp={"lr": 1.0})
 
 
+@pytest.mark.slow
 def test_all_methods_agree_when_there_is_no_spurious_correlation():
   """rho = 0.5: the cues carry no label information, so no method hacks and all rank alike.
 

@@ -99,6 +99,7 @@ def _tiny_graph():
   return g, masks, batch
 
 
+@pytest.mark.slow
 def test_tiny_gpn_run_beats_chance_and_flags_noise():
   g, masks, batch = _tiny_graph()
   cfg = dict(CFG, latent=4, lr=0.01, max_epochs=80, patience=80, warmup_epochs=0)

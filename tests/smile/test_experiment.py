@@ -29,6 +29,7 @@ def test_presets_build():
   assert config.smile.budget_epochs == 10
 
 
+@pytest.mark.slow
 def test_paper_preset_two_steps_on_mock_cifar(tmp_path):
   import tensorflow_datasets as tfds
   config = cfg_module.get_config("paper")

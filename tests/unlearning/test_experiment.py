@@ -31,7 +31,8 @@ def _check_results(rows, workdir, methods):
 
 
 def test_smoke_run_writes_schema(tmp_path):
-  methods = ("ru", "ru_zs", "finetune", "emmn")
+  """Both regimes in one run (the demo's smoke in tests/test_configs.py runs the class regime only)."""
+  methods = ("ru", "emmn")
   config = unlearning_config.get_config("smoke:methods=" + "+".join(methods) + ",regimes=class+random")
   config.data.limit_train = 320
   config.train.epochs = 2.0
@@ -55,6 +56,7 @@ def test_unknown_names_rejected_before_running():
     exp.run(config, "/nonexistent/should_not_be_written")
 
 
+@pytest.mark.slow
 def test_paper_preset_two_steps_on_mock_cifar10(tmp_path, monkeypatch):
   tfds = pytest.importorskip("tensorflow_datasets")
   # 64 training rows: encode them in 64-row passes of the ResNet, not 1 024-row padded ones.

@@ -70,6 +70,7 @@ def test_retrain_never_sees_forget_rows(trained, monkeypatch):
   assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(out.params))
 
 
+@pytest.mark.slow
 def test_mia_near_chance_for_model_trained_without_forget_set():
   # Random labels: a member is recognisable only through memorisation.
   rng = np.random.default_rng(0)
