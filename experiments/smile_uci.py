@@ -32,8 +32,6 @@ class Plan(NamedTuple):
   protocols: dict             # dataset -> data protocol ("smile" or "standard"; "auto" resolved per set)
   splits: dict                # dataset -> split indices of its protocol
   pipeline: dict              # the `jaxml.smile` pipeline settings (a plain dict)
-  budget_epochs: dict         # dataset -> per-chain PEG budget in epochs
-  mclmc_native: dict          # dataset -> overrides of the native MCLMC budget
   train: dict                 # core.train settings of the ensemble (num_steps set per data set)
   num_data: int
 
@@ -52,7 +50,7 @@ def plan(config) -> Plan:
   train = {"optim": {k: config.optim[k] for k in config.optim.keys()}, "log_every": int(config.log_every),
            "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch)}
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
-  datasets, protocols, splits, budget, native = (), {}, {}, {}, {}
+  datasets, protocols, splits = (), {}, {}
   if reg:
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
     common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
@@ -65,10 +63,7 @@ def plan(config) -> Plan:
           x for x in offline.UCI_DATASETS if x not in offline.UCI_SMILE_ONLY)
       common.validate_dataset(d, allowed, f"dataset for protocol {protocols[d]!r}")
       splits[d] = tuple(i + 1 for i in given) if s.protocol == "auto" and protocols[d] == "smile" else given
-      budget[d] = float(s.budget_epochs_override.get(d, s.budget_epochs))
-      over = s.mclmc_native_override.get(d, {}) if "mclmc_native" in methods else {}
-      native[d] = {k: int(over[k]) for k in over.keys()}
-  return Plan(int(config.seed), config.data_dir, datasets, protocols, splits, pipeline, budget, native, train,
+  return Plan(int(config.seed), config.data_dir, datasets, protocols, splits, pipeline, train,
               int(config.mesh.num_data))
 
 
@@ -97,8 +92,7 @@ def run(config, workdir: str) -> list[dict]:
                               test_batch=int(s["batch_size"]) if authors else 0)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
-        samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],
-                                       mclmc_native=p.mclmc_native[dataset])
+        samplers = smile.make_samplers(s, data_size=n, budget_epochs=float(s["budget_epochs"]))
       b, per_epoch, steps = smile.member_plan(s, n)
       log_every = per_epoch * max(p.train["log_every"] // per_epoch, 1)   # epoch-aligned: K steps per dispatch
       member_seed = p.seed * 100 + split
