@@ -10,7 +10,6 @@ Presets
          clamped ablation), the authors' splits; `budget_scale=x` scales the steps.
   uci11  the `ref` protocol on all 11 UCI sets (one job per dataset and split).
   paper  accelerators only: CIFAR-10 through TFDS, ResNet, pSMILE vs SGLD chains.
-  spread posterior spread against known posteriors (`jaxml.smile.checks`); no UCI data.
 Budgets are in per-example gradient evaluations (PEG), equal per chain. `L = 0` means L = infinity.
 Keys of methods that do not run are left out: choose methods with `methods=` (`psmile_auto`, in no preset's
 default list: `smile.psmile` with its own defaults on the ε₀ grid, e.g. uci11:budget_scale=0.02,datasets=yacht,
@@ -20,8 +19,7 @@ import ml_collections
 
 from configs import common
 
-PRESETS = ("smoke", "ref", "uci11", "paper", "spread")
-SPREAD_METHODS = ("psmile", "psmile_naive", "psmile_naive_l", "smile_naive", "smile_naive_l", "sgld")
+PRESETS = ("smoke", "ref", "uci11", "paper")
 UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
@@ -45,16 +43,7 @@ def get_config(arg=None):
   paper, ref = preset == "paper", preset in ("ref", "uci11")
   table = "ref" if preset == "uci11" else preset      # uci11 = ref's settings on other data sets
   s = ml_collections.ConfigDict()
-  s.protocol = arg.protocol or {"smoke": "standard", "ref": "smile", "uci11": "auto", "paper": "tfds",
-                                "spread": "checks"}[preset]
-  if preset == "spread":
-    s.methods = _tuple(arg.methods) if arg.methods else SPREAD_METHODS
-    s.checks = _tuple(arg.datasets) if arg.datasets else ("linreg", "linreg_c0", "logreg", "gauss", "funnel")
-    s.spread_steps = 10_000       # SMILE steps per chain; every sampler gets the same per-example gradients
-    s.spread_chains = 4
-    s.spread_scale_l = 0.1        # finite L = 0.1 · √d · rms(reference std) for the `_l` methods
-    config.smile = s
-    return config
+  s.protocol = arg.protocol or {"smoke": "standard", "ref": "smile", "uci11": "auto", "paper": "tfds"}[preset]
   s.methods = _tuple(arg.methods) if arg.methods else (
       ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)

@@ -17,9 +17,8 @@ import numpy as np
 from experiments import common, smile_report
 from jaxml import core, smile
 from jaxml.data import offline
-from jaxml.smile import checks
 
-PROTOCOLS = ("smile", "standard", "auto", "tfds", "checks")
+PROTOCOLS = ("smile", "standard", "auto", "tfds")
 SPLIT_SOURCES = ("files", "authors")    # rows of the 70/10/20 sets: our index files, or the authors' seeds
 
 
@@ -42,11 +41,9 @@ def plan(config) -> Plan:
   common.validate_choice(s.protocol, PROTOCOLS, "protocol")
   methods = set(s.methods)
   for m in s.methods:
-    common.validate_choice(m, checks.SPREAD_METHODS if s.protocol == "checks" else smile.METHODS, "method")
-  reg = s.protocol not in ("tfds", "checks")
+    common.validate_choice(m, smile.METHODS, "method")
+  reg = s.protocol != "tfds"
   pipeline = {k: s[k] for k in smile.pipeline.config_keys(methods, s.protocol)}
-  for name in pipeline.get("checks", ()):
-    common.validate_choice(name, tuple(checks.CHECKS), "check")
   train = {"optim": {k: config.optim[k] for k in config.optim.keys()}, "log_every": int(config.log_every),
            "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch)}
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
@@ -78,8 +75,6 @@ def run(config, workdir: str) -> list[dict]:
   mesh = core.make_mesh(p.num_data or None)
   if s["protocol"] == "tfds":
     return run_paper(p, workdir, mesh)
-  if s["protocol"] == "checks":
-    return run_spread(p)
   rows: list[dict] = []
   for dataset in p.datasets:
     samplers = None       # one set of compiled runners serves every split of the same shapes
@@ -109,19 +104,6 @@ def run(config, workdir: str) -> list[dict]:
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
   return smile_report.summarize(rows, workdir, {d for d, pr in p.protocols.items() if pr == "smile"})
-
-
-def run_spread(p: Plan) -> list[dict]:
-  """The `spread` preset: posterior std errors of the SMILE variants and SGLD on known posteriors, one row per
-  (method, check) (`jaxml.smile.checks.run_spread`)."""
-  s, rows = p.pipeline, []
-  for name in s["checks"]:
-    out = checks.run_spread(checks.CHECKS[name](), steps=int(s["spread_steps"]), num_chains=int(s["spread_chains"]),
-                            seed=p.seed, scale_l=float(s["spread_scale_l"]), methods=tuple(s["methods"]))
-    for method, metrics in out.items():
-      print(f"[smile_uci] {name:9s} {method:15s} " + " ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
-      rows.append(common.row(method=method, dataset=name, seed=p.seed, metrics=metrics, cost={"peg": metrics["peg"]}))
-  return rows
 
 
 def run_paper(p: Plan, workdir: str, mesh) -> list[dict]:

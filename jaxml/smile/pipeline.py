@@ -107,9 +107,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
 
 def config_keys(methods: Sequence[str], protocol: str) -> tuple[str, ...]:
   """The keys of the experiment's `smile` section that a run of `methods` under `protocol` reads (strict configs:
-  each is read); protocol "checks" is the known-posterior spread run (`checks.run_spread`)."""
-  if protocol == "checks":
-    return ("protocol", "methods", "checks", "spread_steps", "spread_chains", "spread_scale_l")
+  each is read)."""
   methods, regression = set(methods), protocol != "tfds"
   return tuple(k for cond, keys in _KEYS if cond(methods, regression) for k in keys)
 
