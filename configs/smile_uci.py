@@ -1,7 +1,7 @@
 """SMILE (pSMILE) ensembles vs MAP, deep ensembles, SGLD, cyclical SGLD, SGHMC and MCLMC on UCI.
 
   python -m experiments.smile_uci --config=configs/smile_uci.py:smoke --workdir=runs/smile_uci_smoke
-  python -m experiments.smile_uci --config=configs/smile_uci.py:A:datasets=energy+airfoil,splits=1 --workdir=runs/smile_A_energy
+  python -m experiments.smile_uci --config=configs/smile_uci.py:ref:datasets=energy,splits=1 --workdir=runs/smile_ref_energy
 
 Presets
   smoke  energy split 0, 16-16 net, 2 members/chains, tiny budgets.
@@ -9,10 +9,7 @@ Presets
          10 chains x (50k warmup + 10k) steps, ε by validation LPPD, no r clamp (`psmile_clamp` is the
          clamped ablation), the authors' splits; `budget_scale=x` scales the steps.
   uci11  the `ref` protocol on all 11 UCI sets (one job per dataset and split).
-  A      airfoil, energy, bikesharing on the 70/10/20 splits 1-3; 16-16-16 ReLU, `budget_epochs` of PEG.
-  B      the 8 standard 20-split sets, splits 0-4, 50-50 net, metrics in original units.
   paper  accelerators only: CIFAR-10 through TFDS, ResNet, pSMILE vs SGLD chains.
-  spread posterior spread against known posteriors (`jaxml.smile.checks`); no UCI data.
 Budgets are in per-example gradient evaluations (PEG), equal per chain. `L = 0` means L = infinity.
 Keys of methods that do not run are left out: choose methods with `methods=` (`psmile_auto`, in no preset's
 default list: `smile.psmile` with its own defaults on the ε₀ grid, e.g. uci11:budget_scale=0.02,datasets=yacht,
@@ -22,8 +19,7 @@ import ml_collections
 
 from configs import common
 
-PRESETS = ("smoke", "A", "B", "ref", "uci11", "paper", "spread")
-SPREAD_METHODS = ("psmile", "psmile_naive", "psmile_naive_l", "smile_naive", "smile_naive_l", "sgld")
+PRESETS = ("smoke", "ref", "uci11", "paper")
 UCI11 = ("airfoil", "bikesharing", "boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "protein",
          "wine-quality-red", "yacht")
 ALL_METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "sgld", "csgld", "sghmc", "mclmc",
@@ -47,16 +43,7 @@ def get_config(arg=None):
   paper, ref = preset == "paper", preset in ("ref", "uci11")
   table = "ref" if preset == "uci11" else preset      # uci11 = ref's settings on other data sets
   s = ml_collections.ConfigDict()
-  s.protocol = arg.protocol or {"smoke": "standard", "A": "smile", "B": "standard", "ref": "smile", "uci11": "auto",
-                                "paper": "tfds", "spread": "checks"}[preset]
-  if preset == "spread":
-    s.methods = _tuple(arg.methods) if arg.methods else SPREAD_METHODS
-    s.checks = _tuple(arg.datasets) if arg.datasets else ("linreg", "linreg_c0", "logreg", "gauss", "funnel")
-    s.spread_steps = 10_000       # SMILE steps per chain; every sampler gets the same per-example gradients
-    s.spread_chains = 4
-    s.spread_scale_l = 0.1        # finite L = 0.1 · √d · rms(reference std) for the `_l` methods
-    config.smile = s
-    return config
+  s.protocol = arg.protocol or {"smoke": "standard", "ref": "smile", "uci11": "auto", "paper": "tfds"}[preset]
   s.methods = _tuple(arg.methods) if arg.methods else (
       ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)
@@ -65,14 +52,14 @@ def get_config(arg=None):
   # members are restored to their best validation epoch.
   config.optim.update(name="adamw", lr=1e-3 if paper else 1e-2, weight_decay=5e-3,
                       schedule="cosine" if paper else "constant")
-  s.num_members = arg.members or {"smoke": 2, "A": 8, "B": 8, "ref": 10, "paper": 4}[table]
+  s.num_members = arg.members or {"smoke": 2, "ref": 10, "paper": 4}[table]
   # ref: no step cap (200 epochs of bikesharing = 38k steps).
-  s.member_max_steps = {"smoke": 400, "A": 6000, "B": 6000, "ref": 10 ** 6, "paper": 20000}[table]
+  s.member_max_steps = {"smoke": 400, "ref": 10 ** 6, "paper": 20000}[table]
   # Samplers: every sampler gets the same PEG per chain, budget_epochs x N (or budget_steps SMILE steps).
-  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "A": 1000, "B": 300, "ref": 1, "paper": 300}[table]
+  s.budget_epochs = arg.budget_epochs or {"smoke": 60, "ref": 1, "paper": 300}[table]
   warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
   s.warmup_frac = 1.0 / 3.0 if paper else warm_steps / (warm_steps + sample_steps) if ref else 0.5
-  s.num_samples = {"smoke": 10, "A": 100, "B": 100, "ref": sample_steps // 10, "paper": 100}[table]   # kept/chain
+  s.num_samples = {"smoke": 10, "ref": sample_steps // 10, "paper": 100}[table]   # kept/chain
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp", "psmile_auto"}:
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
@@ -105,18 +92,14 @@ def get_config(arg=None):
     config.smile = s
     return config
   s.datasets = _tuple(arg.datasets) if arg.datasets else {
-      "smoke": ("energy",), "A": ("airfoil", "energy", "bikesharing"), "ref": ("energy", "airfoil", "bikesharing"),
-      "B": ("boston", "concrete", "energy", "kin8nm", "naval", "power-plant", "wine-quality-red", "yacht"),
-      "uci11": UCI11}[preset]
-  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "A": (1, 2, 3), "B": (0, 1, 2, 3, 4),
-                                                         "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2),
+      "smoke": ("energy",), "ref": ("energy", "airfoil", "bikesharing"), "uci11": UCI11}[preset]
+  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2),
                                                          "uci11": (0, 1, 2)}[preset]
-  bikes = preset == "A" and "bikesharing" in s.datasets
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
-  s.hidden = {"smoke": (16, 16), "A": (16, 16, 16), "B": (50, 50), "ref": (16, 16, 16)}[table]
+  s.hidden = {"smoke": (16, 16), "ref": (16, 16, 16)}[table]
   s.noise = "global"
   s.member_batch = 64
-  s.member_epochs = arg.member_epochs or {"smoke": 20, "A": 150, "B": 150, "ref": 200}[table]
+  s.member_epochs = arg.member_epochs or {"smoke": 20, "ref": 200}[table]
   s.member_fixed_sigma = ref            # authors: members trained with σ = 1; log σ starts sampling at 0
   # Rows of the 70/10/20 sets: "files" = our fixed index_smile_* splits, training-row standardisation;
   # "authors" = the authors' split of seed s (their jax permutation), whole-table standardisation, test rows
@@ -132,8 +115,6 @@ def get_config(arg=None):
   # and `psmile_clamp` (clamp on) is the ablation beside psmile_naive (an error with precond_clamp=True: a copy).
   s.precond_clamp = not ref
   s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
-  # Per-dataset CPU-time cuts (bikesharing has 12k rows: 1000 epochs do not fit a 12-minute CPU run).
-  s.budget_epochs_override = ml_collections.ConfigDict({"bikesharing": 100} if bikes else {})
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp"}:
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
@@ -148,17 +129,14 @@ def get_config(arg=None):
   if methods & {"mclmc", "mclmc_native"}:
     s.mclmc_energy_var = 0.1
   if "mclmc_native" in methods:
-    s.mclmc_native_tune = {"smoke": 20, "A": 2000, "B": 1000, "ref": warm_steps}[table]
-    s.mclmc_native_samples = {"smoke": 20, "A": 2000, "B": 1000, "ref": sample_steps}[table]
-    s.mclmc_native_chains = {"smoke": 2, "A": 4, "B": 4, "ref": s.num_members}[table]
-    # bikesharing: full-batch steps cost 2 x 12165 PEG; the native ceiling there is shortened.
-    s.mclmc_native_override = ml_collections.ConfigDict(
-        {"bikesharing": {"tune": 400, "samples": 400, "chains": 2}} if bikes else {})
+    s.mclmc_native_tune = {"smoke": 20, "ref": warm_steps}[table]
+    s.mclmc_native_samples = {"smoke": 20, "ref": sample_steps}[table]
+    s.mclmc_native_chains = {"smoke": 2, "ref": s.num_members}[table]
   # Diagnostic columns lppd_kept / chains_kept of every SG-MCMC row: the test LPPD of the mixture without the
   # chains whose validation LPPD is more than this many nats below the median chain (0: off).
   s.chain_filter_nats = 1.0
   s.rhat_points = 100
   s.coverage_draws = 1000
-  config.log_every = {"smoke": 100, "A": 500, "B": 500, "ref": 500}[table]
+  config.log_every = {"smoke": 100, "ref": 500}[table]
   config.smile = s
   return config

@@ -49,7 +49,7 @@ def get_config(arg=None):
       select_every=20 if small else 200))
   config.sol = ml_collections.ConfigDict(dict(
       sigma=1.0, tau=1 if preset in ("smoke", "bins") else 3, margin=0.25, neighbourhood=1,
-      pairs_per_class=32, pair_pool=0, pair_sampler="exact", w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True,
+      pairs_per_class=32, w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True,
       refresh_every=20 if small else 100,
       relabel_start=20 if small else (600 if preset == "countdots" else 1000),
       relabel_every=20 if small else 200,

@@ -17,9 +17,8 @@ import numpy as np
 from experiments import common, smile_report
 from jaxml import core, smile
 from jaxml.data import offline
-from jaxml.smile import checks
 
-PROTOCOLS = ("smile", "standard", "auto", "tfds", "checks")
+PROTOCOLS = ("smile", "standard", "auto", "tfds")
 SPLIT_SOURCES = ("files", "authors")    # rows of the 70/10/20 sets: our index files, or the authors' seeds
 
 
@@ -32,8 +31,6 @@ class Plan(NamedTuple):
   protocols: dict             # dataset -> data protocol ("smile" or "standard"; "auto" resolved per set)
   splits: dict                # dataset -> split indices of its protocol
   pipeline: dict              # the `jaxml.smile` pipeline settings (a plain dict)
-  budget_epochs: dict         # dataset -> per-chain PEG budget in epochs
-  mclmc_native: dict          # dataset -> overrides of the native MCLMC budget
   train: dict                 # core.train settings of the ensemble (num_steps set per data set)
   num_data: int
 
@@ -44,15 +41,13 @@ def plan(config) -> Plan:
   common.validate_choice(s.protocol, PROTOCOLS, "protocol")
   methods = set(s.methods)
   for m in s.methods:
-    common.validate_choice(m, checks.SPREAD_METHODS if s.protocol == "checks" else smile.METHODS, "method")
-  reg = s.protocol not in ("tfds", "checks")
+    common.validate_choice(m, smile.METHODS, "method")
+  reg = s.protocol != "tfds"
   pipeline = {k: s[k] for k in smile.pipeline.config_keys(methods, s.protocol)}
-  for name in pipeline.get("checks", ()):
-    common.validate_choice(name, tuple(checks.CHECKS), "check")
   train = {"optim": {k: config.optim[k] for k in config.optim.keys()}, "log_every": int(config.log_every),
            "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch)}
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
-  datasets, protocols, splits, budget, native = (), {}, {}, {}, {}
+  datasets, protocols, splits = (), {}, {}
   if reg:
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
     common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
@@ -65,10 +60,7 @@ def plan(config) -> Plan:
           x for x in offline.UCI_DATASETS if x not in offline.UCI_SMILE_ONLY)
       common.validate_dataset(d, allowed, f"dataset for protocol {protocols[d]!r}")
       splits[d] = tuple(i + 1 for i in given) if s.protocol == "auto" and protocols[d] == "smile" else given
-      budget[d] = float(s.budget_epochs_override.get(d, s.budget_epochs))
-      over = s.mclmc_native_override.get(d, {}) if "mclmc_native" in methods else {}
-      native[d] = {k: int(over[k]) for k in over.keys()}
-  return Plan(int(config.seed), config.data_dir, datasets, protocols, splits, pipeline, budget, native, train,
+  return Plan(int(config.seed), config.data_dir, datasets, protocols, splits, pipeline, train,
               int(config.mesh.num_data))
 
 
@@ -83,8 +75,6 @@ def run(config, workdir: str) -> list[dict]:
   mesh = core.make_mesh(p.num_data or None)
   if s["protocol"] == "tfds":
     return run_paper(p, workdir, mesh)
-  if s["protocol"] == "checks":
-    return run_spread(p)
   rows: list[dict] = []
   for dataset in p.datasets:
     samplers = None       # one set of compiled runners serves every split of the same shapes
@@ -97,8 +87,7 @@ def run(config, workdir: str) -> list[dict]:
                               test_batch=int(s["batch_size"]) if authors else 0)
       n = len(data["y_train"])
       if samplers is None or samplers.data_size != n:
-        samplers = smile.make_samplers(s, data_size=n, budget_epochs=p.budget_epochs[dataset],
-                                       mclmc_native=p.mclmc_native[dataset])
+        samplers = smile.make_samplers(s, data_size=n, budget_epochs=float(s["budget_epochs"]))
       b, per_epoch, steps = smile.member_plan(s, n)
       log_every = per_epoch * max(p.train["log_every"] // per_epoch, 1)   # epoch-aligned: K steps per dispatch
       member_seed = p.seed * 100 + split
@@ -115,19 +104,6 @@ def run(config, workdir: str) -> list[dict]:
               f"peg {cost.get('peg', 0):.3g} wall {cost.get('wall_s', 0):.1f}s{extra}", flush=True)
         rows.append(common.row(method=method, dataset=dataset, split=split, seed=p.seed, metrics=metrics, cost=cost))
   return smile_report.summarize(rows, workdir, {d for d, pr in p.protocols.items() if pr == "smile"})
-
-
-def run_spread(p: Plan) -> list[dict]:
-  """The `spread` preset: posterior std errors of the SMILE variants and SGLD on known posteriors, one row per
-  (method, check) (`jaxml.smile.checks.run_spread`)."""
-  s, rows = p.pipeline, []
-  for name in s["checks"]:
-    out = checks.run_spread(checks.CHECKS[name](), steps=int(s["spread_steps"]), num_chains=int(s["spread_chains"]),
-                            seed=p.seed, scale_l=float(s["spread_scale_l"]), methods=tuple(s["methods"]))
-    for method, metrics in out.items():
-      print(f"[smile_uci] {name:9s} {method:15s} " + " ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
-      rows.append(common.row(method=method, dataset=name, seed=p.seed, metrics=metrics, cost={"peg": metrics["peg"]}))
-  return rows
 
 
 def run_paper(p: Plan, workdir: str, mesh) -> list[dict]:

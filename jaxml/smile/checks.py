@@ -3,8 +3,8 @@
 A `Check` is a minibatch log density `logdensity_fn(θ, batch)` over a flat θ ∈ R^d, the data it walks
 (x [N, p], y [N]; a full-batch target has N = batch size), and the reference mean / std: linear regression
 (closed form), logistic regression (cached multi-chain NUTS, `nuts_reference`), an anisotropic Gaussian and
-Neal's funnel. `spread_errors` scores samples in reference-std units (rms of the mean and std errors);
-`run_spread` runs the SMILE variants and SGLD at equal per-example gradients (smile_uci's `spread` preset)."""
+Neal's funnel. `spread_errors` scores samples in reference-std units (rms of the mean and std errors).
+`jaxml.smile.posteriors` builds its known-posterior suite on these."""
 
 import hashlib
 import os
@@ -16,11 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxml import core
-from jaxml.smile import adaptation, baselines, chains, kernel
 
 __all__ = ["Check", "linear_regression", "logistic_regression", "anisotropic_gaussian", "funnel",
-           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors",
-           "CHECKS", "SPREAD_METHODS", "spread_kernels", "run_spread"]
+           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors"]
 
 
 class Check(NamedTuple):
@@ -50,9 +48,9 @@ def logistic_data(n: int = 512, p: int = 6, seed: int = 0) -> tuple[np.ndarray, 
 
 
 def linear_regression(n: int = 512, p: int = 6, noise: float = 0.5, prior: float = 1.0, batch_size: int = 32,
-                      seed: int = 0, correlation: float = 0.8) -> Check:
+                      seed: int = 0) -> Check:
   """y = x·w + N(0, noise²), prior w ~ N(0, prior²): posterior N(Λ⁻¹ xᵀy/σ², Λ⁻¹), Λ = xᵀx/σ² + I/prior²."""
-  x, w = _synthetic(n, p, seed, correlation)
+  x, w = _synthetic(n, p, seed)
   y = (x @ w + noise * np.random.default_rng(seed + 1).standard_normal(n)).astype(np.float32)
   x64 = x.astype(np.float64)
   prec = x64.T @ x64 / noise ** 2 + np.eye(p) / prior ** 2
@@ -64,7 +62,7 @@ def linear_regression(n: int = 512, p: int = 6, noise: float = 0.5, prior: float
     scale = n / batch["y"].shape[0]
     return -0.5 * jnp.sum(theta ** 2) / prior ** 2 - 0.5 * scale * jnp.sum(resid ** 2) / noise ** 2
 
-  return Check("linreg" if correlation == 0.8 else f"linreg_c{correlation:g}", logdensity_fn, {"x": jnp.asarray(x), "y": jnp.asarray(y)}, batch_size, mean,
+  return Check("linreg", logdensity_fn, {"x": jnp.asarray(x), "y": jnp.asarray(y)}, batch_size, mean,
                np.sqrt(np.diag(cov)), 0.1)
 
 
@@ -165,49 +163,3 @@ def spread_errors(samples: np.ndarray, check: Check) -> tuple[float, float]:
   std_err = (s.std(0) - check.ref_std) / check.ref_std
   return float(np.sqrt(np.mean(mean_err ** 2))), float(np.sqrt(np.mean(std_err ** 2)))
 
-
-CHECKS = {"linreg": linear_regression, "linreg_c0": lambda: linear_regression(correlation=0.0),
-          "logreg": logistic_regression, "gauss": anisotropic_gaussian, "funnel": funnel}
-SPREAD_METHODS = ("psmile", "psmile_naive", "psmile_naive_l", "smile_naive", "smile_naive_l", "sgld")
-
-
-def spread_kernels(check: Check, scale_l: float) -> dict[str, chains.ChainKernel]:
-  """The samplers of `run_spread`, with step sizes from one number of the reference, σ_min (its smallest std), the
-  same way for every target: SGLD ε = 0.05 σ_min², SMILE ε₀ = 0.5 σ_min √d. Names ending in `_l` use the finite
-  refresh L = scale_l · √d · rms(ref std) (MCLMC's heuristic scale), the others the SMILE default L = ∞."""
-  dim = check.ref_mean.shape[0]
-  smin = float(np.min(check.ref_std))
-  eps = 0.5 * smin * np.sqrt(dim)
-  l_finite = scale_l * np.sqrt(dim) * float(np.sqrt(np.mean(check.ref_std ** 2)))
-  f, fixed = check.logdensity_fn, adaptation.fixed_tuner()
-  smile_kernels = {"psmile": kernel.psmile(f, step_size=eps), "psmile_naive": kernel.psmile(f, step_size=eps, tuner=fixed),
-                   "psmile_naive_l": kernel.psmile(f, step_size=eps, tuner=fixed, L=l_finite),
-                   "smile_naive": kernel.smile(f, step_size=eps, tuner=fixed),
-                   "smile_naive_l": kernel.smile(f, step_size=eps, tuner=fixed, L=l_finite)}
-  out = {name: chains.smile_chain_kernel(s) for name, s in smile_kernels.items()}
-  return out | {"sgld": baselines.sgld_kernel(f, step_size=0.05 * smin ** 2)}
-
-
-def run_spread(check: Check, *, steps: int, num_chains: int, seed: int, scale_l: float,
-               methods: tuple[str, ...] = SPREAD_METHODS) -> dict[str, dict[str, float]]:
-  """{method: {mean_err, std_err, std_ratio_sgld, final_step_size, peg}} of `num_chains` chains per method on the
-  same per-chain budget of per-example gradients (PEG) as `steps` SMILE steps; the first half of each run is
-  warmup, 500 samples are kept. std_ratio_sgld: std_err ÷ SGLD's (≤ 1 is as good as SGLD; needs "sgld")."""
-  dim, b = check.ref_mean.shape[0], check.batch_size
-  key = jax.random.key(seed)
-  starts = check.init_scale * jax.random.normal(jax.random.fold_in(key, 1), (num_chains, dim))
-  out = {}
-  for name, kern in spread_kernels(check, scale_l).items():
-    if name not in methods:
-      continue
-    total = 2 * b * steps // (kern.grads_per_step * b)
-    thin = max((total // 2) // 500, 1)
-    res = chains.run_chains(kern, starts, check.data, jax.random.fold_in(key, 2), batch_size=b,
-                            num_warmup=total - 500 * thin, num_samples=500, thin=thin)
-    mean_err, std_err = spread_errors(np.asarray(res.positions).reshape(-1, dim), check)
-    out[name] = {"mean_err": mean_err, "std_err": std_err, "peg": float(res.peg_per_chain),
-                 "final_step_size": float(np.median(np.asarray(res.step_size)))}
-  for row in out.values():
-    if "sgld" in out:
-      row["std_ratio_sgld"] = row["std_err"] / max(out["sgld"]["std_err"], 1e-12)
-  return out

@@ -107,9 +107,7 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
 
 def config_keys(methods: Sequence[str], protocol: str) -> tuple[str, ...]:
   """The keys of the experiment's `smile` section that a run of `methods` under `protocol` reads (strict configs:
-  each is read); protocol "checks" is the known-posterior spread run (`checks.run_spread`)."""
-  if protocol == "checks":
-    return ("protocol", "methods", "checks", "spread_steps", "spread_chains", "spread_scale_l")
+  each is read)."""
   methods, regression = set(methods), protocol != "tfds"
   return tuple(k for cond, keys in _KEYS if cond(methods, regression) for k in keys)
 
@@ -347,11 +345,8 @@ def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_st
   return baselines.sghmc_kernel(logd, step_size=default, momentum_decay=cfg.sghmc_momentum_decay)
 
 
-def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_native: dict | None = None) -> Samplers:
-  """Builds (does not yet compile) one runner per sampler group for `data_size` training rows.
-
-  mclmc_native: per-dataset overrides of the native MCLMC budget (tune, samples, chains).
-  """
+def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float) -> Samplers:
+  """Builds (does not yet compile) one runner per sampler group for `data_size` training rows."""
   cfg = _c(cfg)
   if _precond_clamp(cfg) and any(m in CLAMPED for m in cfg.methods):
     raise ValueError(f"{CLAMPED} are the r-clamp ablation of an unclamped run: with precond_clamp=True they "
@@ -367,7 +362,7 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
   runners, plans = {}, {}
   for group in _groups(cfg.methods):
     if group in ("mclmc", "mclmc_native"):
-      runners[group], plans[group] = _mclmc_runner(group, cfg, model, n, budget, mclmc_native or {})
+      runners[group], plans[group] = _mclmc_runner(group, cfg, model, n, budget)
       continue
     methods = [m for m in SMILE_VARIANTS if m in cfg.methods] if group == "smile_family" else [group]
     combos = [(m, eps) for m in methods for eps in step_grid(cfg, group)]
@@ -381,7 +376,7 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float, mclmc_nativ
   return Samplers(n, b, budget, tuple(runners), runners, plans, predict)
 
 
-def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, budget: int, over: dict):
+def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, budget: int):
   if group == "mclmc":
     total = max(budget // (2 * n), 4)
     tune = max(total // 2, 3)
@@ -389,9 +384,9 @@ def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, 
     thin = max((total - tune) // max(kept, 1), 1)
     c = int(cfg.num_members)
   else:
-    tune, kept = int(over.get("tune", cfg.mclmc_native_tune)), int(cfg.num_samples)
-    thin = max(int(over.get("samples", cfg.mclmc_native_samples)) // kept, 1)
-    c = int(over.get("chains", cfg.mclmc_native_chains))
+    tune, kept = int(cfg.mclmc_native_tune), int(cfg.num_samples)
+    thin = max(int(cfg.mclmc_native_samples) // kept, 1)
+    c = int(cfg.mclmc_native_chains)
   frac3 = 0.1 if tune >= 50 else 0.0   # too few steps for phase 3's ESS estimate of L
   make_logdensity = functools.partial(targets.make_full_logdensity, model.apply, prior_scale=cfg.prior_scale)
   runner = chains.make_mclmc_runner(make_logdensity, num_chains=c, data_size=n, num_tune=tune, num_samples=kept,

@@ -26,7 +26,7 @@ RELABEL_DECODERS = ("auto",) + D.DECODERS
 
 # Package defaults for users who call make_* without a config; experiments pass every key.
 DEFAULTS: dict[str, Any] = dict(
-    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32, pair_pool=0, pair_sampler="exact",
+    num_classes=10, sigma=1.0, tau=1, margin=0.25, neighbourhood=1, pairs_per_class=32,
     w_so=1.0, w_d=1.0, w_center=1.0, eta=0.9, relabel=True, relabel_start=1000, relabel_every=200,
     refresh_every=100, relabel_step="round_mean", relabel_decoder="auto", backbone="mlp", hidden=(128, 128),
     embed_dim=32, knn=50, profile_window=4, soft_sigma=1.0, poe_kl=1e-3, poe_margin=0.5, poe_weight=0.1)
@@ -71,8 +71,6 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
     raise ValueError(f"unknown relabel_step {s['relabel_step']!r}; expected one of {RELABEL_STEPS}")
   if s["relabel_decoder"] not in RELABEL_DECODERS:
     raise ValueError(f"unknown relabel_decoder {s['relabel_decoder']!r}; expected one of {RELABEL_DECODERS}")
-  if s["pair_sampler"] not in ("exact", "replacement"):
-    raise ValueError(f"unknown pair_sampler {s['pair_sampler']!r}; expected 'exact' or 'replacement'")
   if s["relabel_every"] % s["refresh_every"]:
     raise ValueError("relabel_every must be a multiple of refresh_every")
   if s["relabel_start"] % s["refresh_every"]:   # labels are refined at refresh steps only:
@@ -81,12 +79,9 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
 
 
 def host_pair_count(s: Mapping[str, Any]) -> int:
-  """Pairs per class that the batch function draws on the host (0: the step draws them).
-
-  The exact sampler without a pool runs on the host (`pairs.sample_pairs`, O(M log M) per
-  batch): in a jitted CPU step the equivalent sampler costs more than the rest of L_SO.
-  """
-  return s["pairs_per_class"] if s["pair_sampler"] == "exact" and not s["pair_pool"] else 0
+  """Pairs per class that the batch function draws on the host (`pairs.sample_pairs`, O(M log M) per
+  batch): in a jitted CPU step the equivalent sampler costs more than the rest of L_SO."""
+  return s["pairs_per_class"]
 
 
 def _net(s: Mapping[str, Any], head: str) -> RankNet:
@@ -119,8 +114,7 @@ def make_method(config: Mapping[str, Any] | None = None, variant: str = "sol") -
     if "pair_base" in batch:   # drawn with the batch on the host (`pairs.make_pair_batches`)
       pairs = L.Pairs(batch["pair_base"], batch["pair_ref"], batch["pair_valid"])
     else:
-      pairs = L.sample_pairs(rng, ranks, tau, s["pairs_per_class"], s["pair_pool"],
-                             replacement=s["pair_sampler"] == "replacement")
+      pairs = L.sample_pairs(rng, ranks, tau, s["pairs_per_class"])
     # The profile S = expected_profile(e, cent, table) enters only through pair gaps S^i − S^k ([P, C])
     # and L_D(b) = A[r_b]·S_b, both affine in e (`L.profile_affine`): no [B, C] profile is formed.
     rb, rr = ranks[pairs.base], ranks[pairs.ref]

@@ -188,60 +188,18 @@ class Pairs(NamedTuple):
   valid: jax.Array    # [3 * per_class] float32 in {0, 1}
 
 
-def _sample_with_replacement(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int) -> Pairs:
-  """Per order class, `per_class` uniform draws with replacement from the batch's unordered pairs
-  of that class (inverse CDF: a cumulative count and a binary search, no sort or top-k); far pairs
-  are oriented base-greater for ">" and base-smaller for "<", similar pairs at random. A class
-  with n < per_class pairs keeps n valid draws (the exact sampler's count)."""
-  iu, ku = np.triu_indices(ranks.shape[0], 1)
-  diff = ranks[iu] - ranks[ku]
-  far = jnp.abs(diff) > tau
-  u_rng, flip_rng = jax.random.split(rng)
-  u = jax.random.uniform(u_rng, (3, per_class))
-  out_b, out_r, out_v = [], [], []
-  for cls, members in enumerate((far, far, ~far)):   # static: three classes
-    cum = jnp.cumsum(members.astype(jnp.int32))
-    count = cum[-1]
-    pos = jnp.searchsorted(cum, jnp.floor(u[cls] * count).astype(jnp.int32) + 1, side="left")
-    pos = jnp.minimum(pos, iu.size - 1)
-    a, b = jnp.asarray(iu)[pos], jnp.asarray(ku)[pos]
-    if cls < 2:
-      a_big = ranks[a] > ranks[b]
-      want_big = cls == 0
-      base, ref = jnp.where(a_big == want_big, a, b), jnp.where(a_big == want_big, b, a)
-    else:
-      flip = jax.random.uniform(flip_rng, (per_class,)) < 0.5
-      base, ref = jnp.where(flip, b, a), jnp.where(flip, a, b)
-    out_b.append(base)
-    out_r.append(ref)
-    out_v.append((jnp.arange(per_class) < count).astype(jnp.float32))
-  return Pairs(jnp.concatenate(out_b).astype(jnp.int32), jnp.concatenate(out_r).astype(jnp.int32),
-               jnp.concatenate(out_v))
-
-
-def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int, pool: int = 0,
-                 replacement: bool = False) -> Pairs:
+def sample_pairs(rng: jax.Array, ranks: jax.Array, tau: int, per_class: int) -> Pairs:
   """≤ `per_class` pairs per order class (>, <, ≈ of the noisy ranks [M] with threshold τ), uniform, random
-  orientation. pool = 0: all M(M−1)/2 pairs are candidates (exact, spec §2.5); pool > 0: `pool` random
-  ordered pairs (a rare class may be missed); replacement=True: draws with replacement. The classes only
-  balance the sample; the loss weights pairs by P_>, P_<, P_≈."""
-  if replacement:
-    return _sample_with_replacement(rng, ranks, tau, per_class)
-  m = ranks.shape[0]
-  if pool and pool < m * (m - 1) // 2:
-    first_rng, shift_rng, pick_rng = jax.random.split(rng, 3)
-    base = jax.random.randint(first_rng, (pool,), 0, m)
-    ref = (base + jax.random.randint(shift_rng, (pool,), 1, m)) % m
-    score = jax.random.uniform(pick_rng, (pool,))
-  else:
-    iu, ku = np.triu_indices(m, 1)
-    # One uniform per pair: its half decides the orientation, its rescaled value (uniform and
-    # independent of the orientation) ranks the pair inside its class.
-    u = jax.random.uniform(rng, (iu.size,))
-    flip = u < 0.5
-    score = jnp.where(flip, 2.0 * u, 2.0 * u - 1.0)
-    base = jnp.where(flip, ku, iu)
-    ref = jnp.where(flip, iu, ku)
+  orientation, all M(M−1)/2 pairs candidates (exact, spec §2.5). The classes only balance the sample; the loss
+  weights pairs by P_>, P_<, P_≈."""
+  iu, ku = np.triu_indices(ranks.shape[0], 1)
+  # One uniform per pair: its half decides the orientation, its rescaled value (uniform and
+  # independent of the orientation) ranks the pair inside its class.
+  u = jax.random.uniform(rng, (iu.size,))
+  flip = u < 0.5
+  score = jnp.where(flip, 2.0 * u, 2.0 * u - 1.0)
+  base = jnp.where(flip, ku, iu)
+  ref = jnp.where(flip, iu, ku)
   n_cand = base.shape[0]
   per_class = min(per_class, n_cand)
   diff = ranks[base] - ranks[ref]

@@ -39,7 +39,7 @@ def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """SOL's exact pair sampler (spec §2.5) on the host, without enumerating the M(M−1)/2 pairs.
 
-  Same distribution as `losses.sample_pairs` (pool = 0): sorted ranks and prefix sums index the far and
+  Same distribution as `losses.sample_pairs`: sorted ranks and prefix sums index the far and
   similar unordered pairs; the far pairs split into ">" and "<" with n_> ~ Binomial(n_far, ½), so a uniform
   sample of far pairs in random order, its first min(per_class, n_>) to ">", gives both class subsets.
   Returns base, ref [3·k] int32 row indices (">", "<", "≈" blocks, k = min(per_class, M(M−1)/2)) and

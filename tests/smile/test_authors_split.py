@@ -55,7 +55,7 @@ def test_bad_row_orders_and_split_sources_are_rejected():
     offline.load_uci("energy", 0, protocol="standard", row_order=np.arange)
   config = cfg_module.get_config("ref:datasets=energy,splits=1,methods=de")
   assert smile_uci.plan(config).pipeline["split_source"] == "authors"
-  assert smile_uci.plan(cfg_module.get_config("A")).pipeline["split_source"] == "files"
+  assert smile_uci.plan(cfg_module.get_config("smoke")).pipeline["split_source"] == "files"
   config.smile.split_source = "paper"
   with pytest.raises(ValueError, match="split source"):
     smile_uci.plan(config)

@@ -14,7 +14,7 @@ def test_unknown_names_rejected():
   config.smile.methods = ("psmile", "nuts")
   with pytest.raises(ValueError, match="unknown method"):
     smile_uci.plan(config)
-  config = cfg_module.get_config("A")
+  config = cfg_module.get_config("ref")
   config.smile.datasets = ("boston",)
   with pytest.raises(ValueError, match="dataset"):
     smile_uci.plan(config)
@@ -24,7 +24,7 @@ def test_presets_build():
   for preset in cfg_module.PRESETS:
     config = cfg_module.get_config(preset)
     assert config.smile.methods
-  config = cfg_module.get_config("A:datasets=energy+airfoil,splits=2,budget_epochs=10")
+  config = cfg_module.get_config("ref:datasets=energy+airfoil,splits=2,budget_epochs=10")
   assert config.smile.datasets == ("energy", "airfoil") and config.smile.splits == (2,)
   assert config.smile.budget_epochs == 10
 

@@ -146,8 +146,6 @@ def test_label_book_keeps_the_sort_order_and_batches_carry_host_pairs():
   assert np.all(cls[:5][ok[:5]] == 0) and np.all(cls[10:][ok[10:]] == 2)
   np.testing.assert_array_equal(f(3)["pair_base"], bt["pair_base"])     # seeded by step
   assert sol.host_pair_count(sol.sol_settings()) == 32
-  assert sol.host_pair_count(sol.sol_settings({"pair_sampler": "replacement"})) == 0
-  assert sol.host_pair_count(sol.sol_settings({"pair_pool": 100})) == 0
 
 
 @pytest.mark.parametrize("fixed", [None, "expectation", "knn", "knn_median", "posterior_median"])
