@@ -41,7 +41,7 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
               "jaxml/core/train.py"],
              ["tests/core/test_step.py", "tests/core/test_loop.py", "tests/core/test_train.py",
               "tests/core/test_optim_properties.py", "tests/core/test_train_properties.py",
-              "tests/core/test_loop_properties.py"]),
+              "tests/core/test_loop_properties.py", "tests/core/test_select_properties.py"]),
     "eviprobe": (["jaxml/eviprobe/probe.py"],
                  ["tests/eviprobe/test_probe.py", "tests/eviprobe/test_evidence_by_hand.py",
                   "tests/eviprobe/test_probe_properties.py"]),
