@@ -217,6 +217,11 @@ def sampled_estimate(killed: int, n: int) -> dict:
           "ci95": [round(100 * ci.low, 1), round(100 * ci.high, 1)]}
 
 
+# Keys of a module's entry that hold other runs of it (an earlier or a larger sample, a partial full run); a new
+# --record of the module keeps them.
+SIDE_RECORDS = ("earlier_sample", "larger_sample", "partial_full_run")
+
+
 def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, str], seed: int, command: str,
                    tests: list[str], path: Path = SCORES) -> dict:
   """Writes `pkg`'s sampled per-module estimates into the scores file. Judged reasons already written for a
@@ -243,6 +248,9 @@ def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, st
            "survivors": survivors, "command": command}
     if old.get("run") != "sampled" and old.get("score") is not None:
       new["full_run"] = {k: old[k] for k in ("run", "killed", "total", "score") if k in old}
+    for key in SIDE_RECORDS:   # other runs of the module, written beside this one: kept
+      if key in old:
+        new[key] = old[key]
     modules[module] = new
   for module, old in old_modules.items():
     modules.setdefault(module, old)
