@@ -17,8 +17,8 @@ the drawn names only, and reports killed / n with the binomial standard error an
 JAX note: workers fork from mutmut's fork server (`process_isolation = forkserver`), which imports the
 tests but runs none, so no XLA thread pool or jit cache is shared with a worker; each worker traces the
 mutated (trampolined) function afresh. A package in PRELOAD has guarding tests that start XLA at import
-(blackjax computes `jnp.log(2.0)` for a default argument; emf, eviprobe, unlearning and the metrics
-tests build arrays at module level): its fork server imports only the listed
+(blackjax computes `jnp.log(2.0)` for a default argument; emf, eviprobe, unlearning, causal_reward and the
+metrics tests build arrays at module level): its fork server imports only the listed
 modules (`forkserver_warmup = import`) and each worker imports the tests itself, after the fork.
 """
 
@@ -77,13 +77,14 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 # Packages whose tests start the XLA backend at import (blackjax computes `jnp.log(2.0)` for a default
-# argument; emf, eviprobe, unlearning and the metrics tests build arrays at module level): a worker forked
-# from a process with XLA's thread pool running hangs, so their fork server pre-imports only these
+# argument; emf, eviprobe, unlearning, causal_reward and the metrics tests build arrays at module level): a
+# worker forked from a process with XLA's thread pool running hangs, so their fork server pre-imports only these
 # (third-party, XLA stays unstarted: `_check_preload` verifies it) and each worker imports jaxml and the
 # tests after the fork (about 0.3 s more per mutant).
 _THIRD_PARTY = ["numpy", "scipy.linalg", "scipy.stats", "jax", "jax.numpy", "jax.scipy.special", "jax.flatten_util",
                 "chex", "optax", "flax.linen", "_pytest.python", "_pytest.fixtures"]
-PRELOAD: dict[str, list[str]] = {pkg: _THIRD_PARTY for pkg in ("smile", "emf", "eviprobe", "unlearning", "metrics")}
+PRELOAD: dict[str, list[str]] = {pkg: _THIRD_PARTY for pkg in ("smile", "emf", "eviprobe", "unlearning", "metrics",
+                                                               "causal_reward")}
 
 SCORES = ROOT / "docs" / "dev" / "mutation_scores.json"
 
