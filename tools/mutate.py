@@ -17,8 +17,8 @@ the drawn names only, and reports killed / n with the binomial standard error an
 JAX note: workers fork from mutmut's fork server (`process_isolation = forkserver`), which imports the
 tests but runs none, so no XLA thread pool or jit cache is shared with a worker; each worker traces the
 mutated (trampolined) function afresh. A package in PRELOAD has guarding tests that start XLA at import
-(blackjax computes `jnp.log(2.0)` for a default argument; emf, eviprobe, unlearning and the metrics
-tests build arrays at module level): its fork server imports only the listed
+(blackjax computes `jnp.log(2.0)` for a default argument; emf, eviprobe, unlearning, causal_reward and the
+metrics tests build arrays at module level): its fork server imports only the listed
 modules (`forkserver_warmup = import`) and each worker imports the tests itself, after the fork.
 """
 
@@ -40,7 +40,8 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
     "core": (["jaxml/core/step.py", "jaxml/core/select.py", "jaxml/core/loop.py", "jaxml/core/optim.py",
               "jaxml/core/train.py"],
              ["tests/core/test_step.py", "tests/core/test_loop.py", "tests/core/test_train.py",
-              "tests/core/test_optim_properties.py", "tests/core/test_train_properties.py"]),
+              "tests/core/test_optim_properties.py", "tests/core/test_train_properties.py",
+              "tests/core/test_loop_properties.py", "tests/core/test_select_properties.py"]),
     "eviprobe": (["jaxml/eviprobe/probe.py"],
                  ["tests/eviprobe/test_probe.py", "tests/eviprobe/test_evidence_by_hand.py",
                   "tests/eviprobe/test_probe_properties.py"]),
@@ -76,13 +77,14 @@ SCOPES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 # Packages whose tests start the XLA backend at import (blackjax computes `jnp.log(2.0)` for a default
-# argument; emf, eviprobe, unlearning and the metrics tests build arrays at module level): a worker forked
-# from a process with XLA's thread pool running hangs, so their fork server pre-imports only these
+# argument; emf, eviprobe, unlearning, causal_reward and the metrics tests build arrays at module level): a
+# worker forked from a process with XLA's thread pool running hangs, so their fork server pre-imports only these
 # (third-party, XLA stays unstarted: `_check_preload` verifies it) and each worker imports jaxml and the
 # tests after the fork (about 0.3 s more per mutant).
 _THIRD_PARTY = ["numpy", "scipy.linalg", "scipy.stats", "jax", "jax.numpy", "jax.scipy.special", "jax.flatten_util",
                 "chex", "optax", "flax.linen", "_pytest.python", "_pytest.fixtures"]
-PRELOAD: dict[str, list[str]] = {pkg: _THIRD_PARTY for pkg in ("smile", "emf", "eviprobe", "unlearning", "metrics")}
+PRELOAD: dict[str, list[str]] = {pkg: _THIRD_PARTY for pkg in ("smile", "emf", "eviprobe", "unlearning", "metrics",
+                                                               "causal_reward")}
 
 SCORES = ROOT / "docs" / "dev" / "mutation_scores.json"
 
@@ -216,6 +218,11 @@ def sampled_estimate(killed: int, n: int) -> dict:
           "ci95": [round(100 * ci.low, 1), round(100 * ci.high, 1)]}
 
 
+# Keys of a module's entry that hold other runs of it (an earlier or a larger sample, a partial full run); a new
+# --record of the module keeps them.
+SIDE_RECORDS = ("earlier_sample", "larger_sample", "partial_full_run")
+
+
 def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, str], seed: int, command: str,
                    tests: list[str], path: Path = SCORES) -> dict:
   """Writes `pkg`'s sampled per-module estimates into the scores file. Judged reasons already written for a
@@ -242,6 +249,9 @@ def record_sampled(pkg: str, drawn: dict[str, list[str]], statuses: dict[str, st
            "survivors": survivors, "command": command}
     if old.get("run") != "sampled" and old.get("score") is not None:
       new["full_run"] = {k: old[k] for k in ("run", "killed", "total", "score") if k in old}
+    for key in SIDE_RECORDS:   # other runs of the module, written beside this one: kept
+      if key in old:
+        new[key] = old[key]
     modules[module] = new
   for module, old in old_modules.items():
     modules.setdefault(module, old)
