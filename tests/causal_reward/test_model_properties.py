@@ -4,6 +4,7 @@ a float32 array of the step's shape for an array of steps."""
 import math
 
 import numpy as np
+import pytest
 
 from jaxml.causal_reward import model
 
@@ -37,3 +38,11 @@ def test_adversary_mlp_is_dense_gelu_dense():
   h = np.asarray(jax.nn.gelu(x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]))
   want = h @ np.asarray(p["Dense_1"]["kernel"]) + np.asarray(p["Dense_1"]["bias"])
   np.testing.assert_allclose(np.asarray(m.apply({"params": p}, x)), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_default_ramp_ends_at_one_and_an_unknown_kind_is_named():
+  # lam_max defaults to 1 (DANN): the ramp at p = 1 is 2 / (1 + e^{-10}) - 1, the constant kind is exactly 1.
+  assert math.isclose(model.grl_schedule(10, 10), 2 / (1 + math.exp(-10)) - 1, rel_tol=1e-12)
+  assert model.grl_schedule(3, 10, kind="constant") == 1.0
+  with pytest.raises(ValueError, match="unknown GRL schedule 'linear'; expected 'dann' or 'constant'"):
+    model.grl_schedule(0, 10, kind="linear")
