@@ -23,9 +23,14 @@ def split_chains(x: np.ndarray) -> np.ndarray:
   return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
 
 
+# Jitted: one compile per input shape instead of one per array operation inside blackjax.
+_potential_scale_reduction = jax.jit(diagnostics.potential_scale_reduction)
+_effective_sample_size = jax.jit(diagnostics.effective_sample_size)
+
+
 def _rhat(x: np.ndarray) -> np.ndarray:
   with jax.enable_x64(True):
-    out = diagnostics.potential_scale_reduction(jnp.asarray(x, jnp.float64))
+    out = _potential_scale_reduction(jnp.asarray(x, jnp.float64))
   return np.asarray(out, np.float64).reshape(x.shape[2:])     # blackjax squeezes trailing axes of size 1 too
 
 
@@ -40,7 +45,7 @@ def ess(x: np.ndarray) -> np.ndarray:
   if x.shape[1] < 4:
     raise ValueError("need at least 4 draws per chain")
   with jax.enable_x64(True):
-    out = diagnostics.effective_sample_size(jnp.asarray(x, jnp.float64))
+    out = _effective_sample_size(jnp.asarray(x, jnp.float64))
   return np.asarray(out, np.float64).reshape(x.shape[2:])
 
 
