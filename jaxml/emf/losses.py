@@ -121,7 +121,7 @@ def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
   return _bcast(1 - t, x1) * x0 + _bcast(t, x1) * x1
 
 
-def draw_flow_batch(batch: dict, rng: jax.Array, cfg: "EMFConfig") -> tuple[jax.Array | None, ...]:
+def draw_flow_batch(batch: dict, rng: jax.Array, cfg: EMFConfig) -> tuple[jax.Array | None, ...]:
   """(x1, x0, t, r, labels, dropped, x_t): data, noise, times t <= r [B], training labels and their dropped
   mask, and x_t; the same key use for EMF and the baselines on its clock (EMF at rho = 0 draws what flow
   matching draws)."""

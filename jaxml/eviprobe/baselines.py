@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxml import core
-from jaxml.eviprobe.backbone import l2_penalty
+from jaxml.eviprobe.backbone import l2_penalty, masked_mean
 from jaxml.eviprobe.gpn import dirichlet_entropy, uce_loss
 from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis_whitened
 from jaxml.eviprobe.readouts import dirichlet_readouts
@@ -150,7 +150,7 @@ def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4,
     mask = batch["train_mask"]
     uce = loss = uce_loss(alpha, batch["labels"], mask)
     if entropy_reg:
-      loss = loss - entropy_reg * jnp.sum(dirichlet_entropy(alpha) * mask) / jnp.maximum(mask.sum(), 1.0)
+      loss = loss - entropy_reg * masked_mean(dirichlet_entropy(alpha), mask)
     return loss + l2_penalty(params, l2), {"uce": uce}
 
   def eval_fn(params, batch):
