@@ -93,8 +93,8 @@ def get_config(arg=None):
     return config
   s.datasets = _tuple(arg.datasets) if arg.datasets else {
       "smoke": ("energy",), "ref": ("energy", "airfoil", "bikesharing"), "uci11": UCI11}[preset]
-  s.splits = _tuple(arg.splits, int) if arg.splits else {"smoke": (0,), "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2),
-                                                         "uci11": (0, 1, 2)}[preset]
+  s.splits = _tuple(arg.splits, int) if arg.splits else {
+      "smoke": (0,), "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2), "uci11": (0, 1, 2)}[preset]
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
   s.hidden = {"smoke": (16, 16), "ref": (16, 16, 16)}[table]
   s.noise = "global"

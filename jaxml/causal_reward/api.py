@@ -16,8 +16,8 @@ from jaxml.causal_reward import baselines, losses
 from jaxml.causal_reward.defaults import authors_config, default_config
 from jaxml.causal_reward.model import ADVERSARY_MODULES, FactoredRM, VaeFactoredRM, adversary_mlp
 
-__all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "authors_config", "resolve", "make_method",
-           "make_reward_fn", "make_factor_fn", "make_optimizer"]
+__all__ = ["KINDS", "FACTORED_KINDS", "WEIGHTS", "ADV_MODES", "default_config", "authors_config", "resolve",
+           "make_method", "make_reward_fn", "make_factor_fn", "make_optimizer"]
 
 FACTORED_KINDS = ("crm_u", "crm_n", "crm_authors")
 KINDS = FACTORED_KINDS + ("vanilla", "oracle", "odin", "covariate", "vib", "rrm")

@@ -8,8 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context", "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats",
-           "response_variants", "sample_injections"]
+__all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context",
+           "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats", "response_variants",
+           "sample_injections"]
 
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
            "Have a nice day.")

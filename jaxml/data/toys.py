@@ -9,7 +9,8 @@ from typing import Callable
 import numpy as np
 
 __all__ = ["TOY2D", "Target", "checkerboard", "eight_gaussians", "eight_gaussian_centers", "moons", "toy2d",
-           "sample_target", "toy_domain", "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds", "random_rotations"]
+           "sample_target", "toy_domain", "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds",
+           "random_rotations"]
 
 TOY2D = ("checkerboard", "8gaussians", "moons")
 

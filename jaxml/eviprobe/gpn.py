@@ -30,7 +30,8 @@ from jaxml.eviprobe.probe import LOG_CLAMP, propagate_scalar
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import FirstLinear, SparseFeatures
 
-__all__ = ["RadialFlows", "LatentNorm", "GPN", "MODEL_KEYS", "latent_stats", "uce_loss", "dirichlet_entropy", "make_gpn_method", "gpn_scores"]
+__all__ = ["RadialFlows", "LatentNorm", "GPN", "MODEL_KEYS", "latent_stats", "uce_loss", "dirichlet_entropy",
+           "make_gpn_method", "gpn_scores"]
 
 
 class RadialFlows(nn.Module):

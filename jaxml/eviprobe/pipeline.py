@@ -23,8 +23,9 @@ from jaxml.eviprobe import probe
 from jaxml.eviprobe.api import probe_config
 from jaxml.metrics import calibration, ood
 
-__all__ = ["OURS", "EXTENSION", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS", "Fitted", "probe_configs",
-           "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
+__all__ = ["OURS", "EXTENSION", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS",
+           "Fitted", "probe_configs", "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all",
+           "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
 
 OURS = "xeviprobe"
 # X-EviProbe with the two-sided own-evidence guard (probe module docstring): the extension beyond the paper

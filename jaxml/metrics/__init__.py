@@ -6,9 +6,9 @@ and from its module (`jaxml.metrics.generative.energy_distance`).
 
 from jaxml.metrics import calibration, generative, mcmc, mia, ood, ranking, representation, tables
 from jaxml.metrics.calibration import brier, ece, interval_coverage
-from jaxml.metrics.generative import (box_coverage, chamfer_matrix, classifier_two_sample, covariance_error, energy_distance, frechet_distance, kid,
-                                      mmd_rbf, mode_coverage, periodogram_l1, point_cloud_scores,
-                                      sliced_wasserstein)
+from jaxml.metrics.generative import (box_coverage, chamfer_matrix, classifier_two_sample, covariance_error,
+                                      energy_distance, frechet_distance, kid, mmd_rbf, mode_coverage, periodogram_l1,
+                                      point_cloud_scores, sliced_wasserstein)
 from jaxml.metrics.mcmc import bulk_ess, ess, rank_normalize, rank_split_rhat, split_chains, split_rhat
 from jaxml.metrics.mia import cross_entropy, loss_mia_auc, svc_mia_efficacy, true_label_confidence
 from jaxml.metrics.ood import aupr, auroc, fpr_at_tpr
@@ -23,8 +23,8 @@ __all__ = [
     # calibration
     "brier", "ece", "interval_coverage",
     # generative
-    "box_coverage", "chamfer_matrix", "classifier_two_sample", "covariance_error", "energy_distance", "frechet_distance", "kid", "mmd_rbf", "mode_coverage",
-    "periodogram_l1", "point_cloud_scores", "sliced_wasserstein",
+    "box_coverage", "chamfer_matrix", "classifier_two_sample", "covariance_error", "energy_distance",
+    "frechet_distance", "kid", "mmd_rbf", "mode_coverage", "periodogram_l1", "point_cloud_scores", "sliced_wasserstein",
     # mcmc
     "bulk_ess", "ess", "rank_normalize", "rank_split_rhat", "split_chains", "split_rhat",
     # membership inference

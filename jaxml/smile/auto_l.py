@@ -35,7 +35,8 @@ from jaxml.smile import kernel
 
 __all__ = ["AutoLState", "psmile", "L_FACTOR", "ADAPT_FRAC", "NOISE_KAPPA", "ENERGY_GATE"]
 
-L_FACTOR = 0.7          # L = 0.7 · √(Σ Var θ) (blackjax uses 0.4; 0.7 scores best on `posteriors`, docs/methods/smile.md)
+# L = 0.7 · √(Σ Var θ) (blackjax uses 0.4; 0.7 scores best on `posteriors`, docs/methods/smile.md)
+L_FACTOR = 0.7
 ADAPT_FRAC = 0.5        # adapt_steps = ½ of num_steps when the run length is given
 FORGET = 2.0            # running-variance rate forget / t
 NOISE_KAPPA = 0.3       # ε ≤ κ (d − 1) / |c⊙ξ|: the gradient noise turns the velocity by at most ~κ per step

@@ -19,8 +19,8 @@ from jaxml.sol import losses as L
 from jaxml.sol.model import RankNet
 from jaxml.sol.refine import RELABEL_STEPS, refine_labels
 
-__all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RELABEL_DECODERS", "RankLearner",
-           "sol_settings", "host_pair_count", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
+__all__ = ["SOL_FAMILY", "BASELINES", "ALL_METHODS", "DEFAULTS", "RELABEL_DECODERS", "RankLearner", "sol_settings",
+           "host_pair_count", "make_learner", "make_method", "init_extra", "make_embed_fn", "make_refresh_fn"]
 
 RELABEL_DECODERS = ("auto",) + D.DECODERS
 

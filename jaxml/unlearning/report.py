@@ -9,9 +9,9 @@ from jaxml.unlearning import baselines
 from jaxml.unlearning import evaluate as ev
 
 __all__ = ["LABELS", "REGIMES", "COLUMNS", "PAPER_COLUMNS", "cells", "sweep_cells", "first_sweep_cells", "mean",
-           "sweep_series", "forget_acc_tables", "MASKED", "must_reach", "must_reach_table", "pooled_sweep", "regime_cells", "gap_summary", "paper_summary",
-           "sweep_plot", "synthetic_rows", "SWEEP_METHODS", "summary", "style", "GAP_PLOT",
-           "fmt_value"]
+           "sweep_series", "forget_acc_tables", "MASKED", "must_reach", "must_reach_table", "pooled_sweep",
+           "regime_cells", "gap_summary", "paper_summary", "sweep_plot", "synthetic_rows", "SWEEP_METHODS", "summary",
+           "style", "GAP_PLOT", "fmt_value"]
 
 REGIMES = ("class", "subclass", "random")
 LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU uniform target (ext.)",

@@ -24,9 +24,9 @@ from jaxml.unlearning.fitting import cached, encode_rows
 from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "RunOutput", "run_method", "predictor", "tune", "tune_methods",
-           "check_grid", "check_settings", "choose_settings",
-           "mean_collision", "masked_head_shift", "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
+__all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "RunOutput", "run_method", "predictor", "tune",
+           "tune_methods", "check_grid", "check_settings", "choose_settings", "mean_collision", "masked_head_shift",
+           "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # Our extensions: ru_uniform / ru_zs_uniform move the forget target to the nearest point where the frozen head is
 # uniform over the retained classes (`targets.uniform_target`); ru_zs_anchor adds the identity anchor, its weight
