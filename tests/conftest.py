@@ -1,7 +1,10 @@
 """Test set-up: 8 simulated CPU devices and fast compiles, before anything imports jax."""
 
+import json
 import os
+import pathlib
 import shutil
+import subprocess
 import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -25,6 +28,7 @@ os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import jax  # noqa: E402  (must come after the flags)
+import pytest  # noqa: E402
 
 jax.config.update("jax_disable_most_optimizations", True)
 
@@ -35,3 +39,80 @@ def pytest_sessionfinish(exitstatus):
   del exitstatus
   if os.environ.get("JAXML_TEST_JAX_CACHE_CREATOR") == str(os.getpid()):
     shutil.rmtree(os.environ["JAXML_TEST_JAX_CACHE"], ignore_errors=True)
+
+
+# Changed-code selection. A slow test also runs in the default suite (`-m 'not slow or changed'`) when the code
+# it guards differs from the last full run's commit (`docs/dev/last_full_run.json`, rewritten after `make test-all`
+# passes): a method package's slow tests guard that package, its experiments, configs and benchmarks (file names
+# starting with the package's name); `tests/test_docs.py` guards the whole tree, docs included; every other slow
+# test guards all the code. A change outside the method packages (core, data, metrics, nn, the launcher, the
+# build files) selects every slow test.
+METHOD_PACKAGES = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward")
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+_LAST_FULL_RUN = _ROOT / "docs" / "dev" / "last_full_run.json"
+
+
+def _area(path: str) -> str:
+  """'docs', the method package a changed file belongs to, or 'shared'."""
+  p = pathlib.PurePosixPath(path)
+  if p.parts[0] == "docs" or p.suffix == ".md":
+    return "docs"
+  if p.parts[0] in ("jaxml", "tests") and len(p.parts) > 2 and p.parts[1] in METHOD_PACKAGES:
+    return p.parts[1]
+  if p.parts[0] in ("experiments", "configs", "benchmarks"):
+    return next((m for m in METHOD_PACKAGES if p.stem.startswith(m)), "shared")
+  return "shared"
+
+
+def _git(*args: str) -> str | None:
+  proc = subprocess.run(["git", "-C", str(_ROOT), *args], capture_output=True, text=True)
+  return proc.stdout if proc.returncode == 0 else None
+
+
+def changed_areas() -> tuple[set[str] | None, str]:
+  """The areas changed since the last full run (None when unknown: no checkout or no record), and why."""
+  top = _git("rev-parse", "--show-toplevel")
+  if top is None or pathlib.Path(top.strip()).resolve() != _ROOT:
+    return None, "not a git checkout of the project"
+  if not _LAST_FULL_RUN.exists():
+    return None, f"no record of a full run ({_LAST_FULL_RUN.relative_to(_ROOT)})"
+  commit = json.loads(_LAST_FULL_RUN.read_text())["commit"]
+  diff = _git("diff", "--name-only", commit)
+  if diff is None:
+    return None, f"last full run's commit {commit[:7]} is not in this clone's history"
+  paths = diff.split() + (_git("ls-files", "--others", "--exclude-standard") or "").split()
+  areas = {_area(p) for p in paths if _ROOT / p != _LAST_FULL_RUN}
+  return areas, f"changed since the last full run ({commit[:7]}): {', '.join(sorted(areas)) or 'nothing'}"
+
+
+def _guards(test_path: pathlib.Path, areas: set[str]) -> bool:
+  """Whether a slow test in `test_path` guards one of the changed areas."""
+  package = test_path.relative_to(_ROOT / "tests").parts[0]
+  if package in METHOD_PACKAGES:
+    return bool(areas & {package, "shared"})
+  return bool(areas if package == "test_docs.py" else areas - {"docs"})
+
+
+def _selection_line() -> str:
+  areas, why = changed_areas()
+  slow = "slow tests run only with -m ''" if areas is None else "the slow tests that guard it join the run"
+  return f"jaxml: {why}; {slow}"
+
+
+def pytest_report_header(config):
+  del config
+  return _selection_line()
+
+
+def pytest_terminal_summary(terminalreporter):
+  terminalreporter.write_line(_selection_line())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """Marks `changed` the slow tests that guard changed code, before `-m` deselects by marker."""
+  del config
+  areas, _ = changed_areas()
+  for item in items:
+    if areas and item.get_closest_marker("slow") and _guards(item.path, areas):
+      item.add_marker(pytest.mark.changed)

@@ -230,6 +230,7 @@ def _launch(tmp_path, *overrides):
                         text=True, timeout=240)
 
 
+@pytest.mark.slow
 def test_unread_override_fails_before_writing_like_an_unknown_key(tmp_path):
   """With only the linear model, model.dropout is never used: setting it is an error, not a no-op."""
   unread = _launch(tmp_path, "--config.methods=('linear',)", "--config.model.dropout=0.5")

@@ -162,6 +162,7 @@ def fork_server():
     server.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page,index,code", SNIPPETS, ids=[f"{p.stem}{i}" for p, i, _ in SNIPPETS])
 def test_snippet_runs_in_a_fresh_interpreter(page, index, code, fork_server, tmp_path):
   del index

@@ -26,6 +26,7 @@ def digits_run(tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow
 def test_results_json_schema(digits_run):
   results = json.load(open(digits_run / "results.json"))
   assert set(results) == {"experiment", "preset", "rows", "wall_s", "env"}
@@ -42,6 +43,7 @@ def test_results_json_schema(digits_run):
     assert (digits_run / name).exists()
 
 
+@pytest.mark.slow
 def test_rerun_resumes_and_gives_the_same_metrics(digits_run):
   before = json.load(open(digits_run / "results.json"))
   proc = _run("experiments.mlp_digits", "--config=configs/mlp_digits.py:smoke", f"--workdir={digits_run}", *FAST)
@@ -55,6 +57,7 @@ def test_rerun_resumes_and_gives_the_same_metrics(digits_run):
     (["--config=configs/mlp_digits.py:smoke:dataset=mnistt"], "unknown dataset 'mnistt'"),
     (["--config=configs/mlp_digits.py:tiny"], "unknown preset 'tiny'"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_nonzero_and_writes_nothing(tmp_path, args, message):
   """(An unknown or unread --config override: tests/test_configs.py::test_unread_override_fails_before_writing_like_an_unknown_key.)"""
   workdir = tmp_path / "out"
@@ -83,6 +86,7 @@ def test_missing_data_root_in_run_leaves_nothing(tmp_path):
   assert not workdir.exists()
 
 
+@pytest.mark.slow
 def test_report_turns_results_into_markdown(digits_run):
   proc = _run("experiments.report", f"--workdirs={digits_run}")
   assert proc.returncode == 0, proc.stderr

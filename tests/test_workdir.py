@@ -97,6 +97,7 @@ def reference(tmp_path_factory):
   return _outcome(workdir)
 
 
+@pytest.mark.slow
 def test_second_launch_on_a_live_workdir_exits_2_and_touches_nothing(tmp_path):
   workdir = tmp_path / "run"
   first = _start(workdir, "--config.num_steps=1000000", "--config.log_every=100000",

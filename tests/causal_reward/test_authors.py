@@ -4,6 +4,7 @@ mean-latent inference and the settings of their training script."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxml import causal_reward as crm
 from jaxml import core
@@ -48,6 +49,7 @@ def test_kl_and_reconstruction_on_hand_cases():
   np.testing.assert_allclose(rec, 0.5 * (np.mean(h_w ** 2) + np.mean(h_l ** 2)), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_every_term_and_the_total_on_a_hand_built_model():
   method = _method()
   params = _hand_params(method)
@@ -66,6 +68,7 @@ def test_every_term_and_the_total_on_a_hand_built_model():
   np.testing.assert_allclose(loss, total, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_reversal_flips_the_encoder_gradient_and_not_the_adversary_gradient():
   method = _method()
   params = method.init(jax.random.key(2), _batch())
@@ -100,6 +103,7 @@ def test_inference_reward_reads_the_mean_and_training_samples():
   assert not np.allclose(sampled, reward(params, h))
 
 
+@pytest.mark.slow
 def test_one_optimiser_group_and_finite_training():
   optim = {"name": "adam", "lr": 1e-2, "clip_norm": 1.0}
   trainer = crm.make_trainer({**crm.authors_config(), **SMALL}, optim)

@@ -46,6 +46,7 @@ def _cue_corr(r, batch):
   return float(losses.pearson(r, jnp.concatenate([batch["t_w"], batch["t_l"]])[:, 0]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["vanilla", "odin", "covariate", "vib", "rrm"])
 def test_every_baseline_trains_and_its_reward_fn_runs(kind):
   cfg, params, batch, first, last, _ = _train(kind)

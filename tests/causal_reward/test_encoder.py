@@ -25,6 +25,7 @@ PROJ6 = [[-1.545449, 0.343423, -0.266835, 0.220574, -2.144374, -0.451358],
          [-2.839783, -0.773865, 0.1627, 0.083464, -1.484535, 0.236188]]
 
 
+@pytest.mark.slow
 def test_tiny_encoder_shapes_mask_aware_pooling_and_unit_norm():
   module = SentenceEncoder(vocab_size=50, hidden=16, layers=2, heads=4, intermediate=32, max_positions=32)
   ids = jnp.array([[5, 6, 7, 0, 0, 0, 0, 0], [8, 9, 10, 11, 12, 13, 14, 15]], jnp.int32)

@@ -12,6 +12,7 @@ Removing a reversal or the stop-gradient makes these tests fail.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxml.causal_reward import api, losses
 from jaxml.causal_reward.model import FactoredRM
@@ -59,6 +60,7 @@ def _plain_adversary_grads(cfg, params):
   return jax.grad(adv)(params), jax.grad(adv2)(params)
 
 
+@pytest.mark.slow
 def test_both_adversaries_are_reversed_with_strength_lambda():
   cfg = {"kind": "crm_n", **SMALL, "adv_weight": 0.7, "adv2": 1.3}
   params = api.make_method(cfg).init(jax.random.key(1), _batch(0.0))

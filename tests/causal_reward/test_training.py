@@ -26,6 +26,7 @@ def _train(kind, bench, *, seed=0, epochs=3, extra=None, full=False, lr=1e-3, or
   return trainer, out.params
 
 
+@pytest.mark.slow
 def test_crm_n_fixes_hacking_small():
   """Default-suite version of the headline claim (rho = 0.9, small world): vanilla's accuracy
   collapses on the anti-biased split, CRM-N's does not (measured on seeds 0 / 1 / 2: gains 0.32 / 0.34 /
@@ -38,6 +39,7 @@ def test_crm_n_fixes_hacking_small():
   assert abs(crm_n["test_gold"] - crm_n["test_anti"]) < 0.1, crm_n
 
 
+@pytest.mark.slow
 def test_one_compiled_step_serves_every_seed_and_weight(monkeypatch):
   """A Trainer's step is traced once, whatever the seed, the loss weights or the GRL ramp."""
   bench = sp.make_benchmark(3, 0.9, n_train=512, n_val=8, n_test=8, dim=16)
@@ -103,6 +105,7 @@ def test_crm_n_reward_is_insensitive_to_interventions():
   assert abs(np.mean(r_len - r)) / np.std(r) < 0.2
 
 
+@pytest.mark.slow
 def test_experiment_reads_the_optim_section():
   """`--config.optim.lr` reaches every trainer (it was silently ignored before)."""
   import jax

@@ -22,6 +22,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.multidevice
 def test_two_process_run_equals_single_process(tmp_path):
   port = _free_port()

@@ -35,6 +35,7 @@ def test_ordinal_partitions():
   assert b["x_train"].shape == (3000, 32) and set(np.unique(b["y_train"])) == set(range(5))
 
 
+@pytest.mark.slow
 def test_graphs_match_readme_statistics():
   cora = offline.load_graph("cora", fmt="planetoid")
   assert cora["features"].shape == (2708, 1433) and cora["edges"].shape[1] == 2 * 5278

@@ -34,6 +34,7 @@ def _finite_metrics(rows, *names):
       assert r["metrics"][name] is not None and np.isfinite(r["metrics"][name]), r
 
 
+@pytest.mark.slow
 def test_ordinal_folder_reader_and_sol_smoke(tmp_path):
   folder = own_data.make_ordinal_folder(tmp_path / "my_ordinal", partitions=2)
   d = offline.load_ordinal(str(folder), bins=5, partition=1)
@@ -49,6 +50,7 @@ def test_ordinal_folder_reader_and_sol_smoke(tmp_path):
   _finite_metrics(results["rows"], "mae")
 
 
+@pytest.mark.slow
 def test_uci_folder_reader_and_smile_smoke(tmp_path):
   folder = own_data.make_uci_folder(tmp_path / "my_uci")
   d = offline.load_uci(str(folder), 1)
@@ -61,6 +63,7 @@ def test_uci_folder_reader_and_smile_smoke(tmp_path):
   _finite_metrics(results["rows"], "lppd", "rmse")
 
 
+@pytest.mark.slow
 def test_graph_npz_reader_and_eviprobe_smoke(tmp_path):
   path = own_data.make_graph_npz(tmp_path / "my_graph.npz")
   g = offline.load_graph(path=str(path))
@@ -87,6 +90,7 @@ def test_preferences_jsonl_reader(tmp_path, dialogue):
     offline.load_hh_rlhf(path=str(path))
 
 
+@pytest.mark.slow
 def test_preferences_jsonl_causal_reward_text_smoke(tmp_path):
   # 24 pairs and a 64-token window: MiniLM compiles one program per padded batch length, the run's main cost.
   path = own_data.make_preferences_jsonl(tmp_path / "prefs.jsonl", n=24)

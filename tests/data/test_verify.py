@@ -88,6 +88,7 @@ def test_verify_cli_and_make_target(tmp_path):
   assert proc.returncode == 0 and proc.stdout.startswith("ok: ")
 
 
+@pytest.mark.slow
 def test_experiment_on_a_corrupted_root_exits_2_and_leaves_no_workdir(tmp_path):
   root = _copy(tmp_path, "ordinal/machinecpu")
   path = root / "ordinal" / "machinecpu" / "chu_10bins.npz"

@@ -19,6 +19,7 @@ def _plain(method, **sections):
           "emf": {"delta": 0.01, "rho": 0.5}, "ct": {"grid_start": 10, "grid_end": 40}, **sections}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["emf_u", "fm", "ct"])
 def test_plain_dict_and_config_dict_build_the_same_method(method):
   batch = {"x": np.asarray(jax.random.normal(jax.random.key(0), (8, 2)), np.float32)}
@@ -73,6 +74,7 @@ def _annulus(n, rng):
   return np.stack([2 * np.cos(ang), 2 * np.sin(ang)], -1) + 0.05 * rng.standard_normal((n, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,dim", [(_ring_1d, 1), (_annulus, 2)])
 def test_user_defined_toy_target_trains_through_the_package(target, dim):
   dom = toys.toy_domain(target, num_train=256, num_eval=64)

@@ -43,6 +43,7 @@ def test_hop_distances_on_a_path_and_cutoff():
   np.testing.assert_array_equal(d[1], [4, 4, 3, 2, 1, 0, 1, 2])
 
 
+@pytest.mark.slow
 def test_gkde_prior_counts():
   edges = _path_edges(5)
   logits = jnp.zeros((5, 2))
@@ -77,6 +78,7 @@ def test_temperature_fit_recovers_scaling():
   assert 2.5 < float(t) < 3.6
 
 
+@pytest.mark.slow
 def test_epn_probe_trains_through_core_fit():
   rng = np.random.default_rng(0)
   labels = rng.integers(0, 3, 60).astype(np.int32)
@@ -97,6 +99,7 @@ def test_epn_probe_trains_through_core_fit():
   assert float(far["ood"].mean()) > float(out["ood"].mean())     # less evidence away from the data
 
 
+@pytest.mark.slow
 def test_stacked_ensemble_gradient_equals_members_alone():
   rng = np.random.default_rng(0)
   n, f = 12, 5

@@ -40,6 +40,7 @@ def _probe(model, batch, params, labels, masks):
   return st, out
 
 
+@pytest.mark.slow
 def test_held_out_block(graph, tmp_path):
   masks = gs.gpn_split(graph["labels"], 0, train=0.1, val=0.15)
   loc = gs.leave_out_classes(graph["labels"], 5, masks, fraction=0.2)
@@ -83,6 +84,7 @@ def _noise_auc(graph, noisy, config):
   return ood.auroc(np.asarray(res["u_epi"])[test], is_ood), auc_msp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [ProbeConfig(propagation="tau"), ProbeConfig(propagation="none")],
                          ids=["A3b_tau_only", "A3_no_propagation"])
 def test_gaussian_noise_evasion(graph, noisy, config):

@@ -75,6 +75,7 @@ def test_builtin_shift_is_a_shift_function():
   np.testing.assert_array_equal(out["graph"]["edges"], g["edges"])
 
 
+@pytest.mark.slow
 def test_pipeline_refits_gkde_on_a_rewired_graph():
   g, masks, k, model, batch, params = _backbone()
   config = {"eviprobe": {}, "ablations": (), "baselines": ("msp", "gkde", "gnnsafe"),

@@ -99,6 +99,7 @@ def test_appnp_matches_dense_oracle():
   np.testing.assert_allclose(out["logits"], logits, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [GCN, GAT, APPNP])
 def test_dropout_only_in_training(cls):
   _, edges, x = _graph()

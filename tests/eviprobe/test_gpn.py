@@ -15,6 +15,7 @@ CFG = dict(hidden=32, latent=2, flow_layers=6, dropout=0.0, k_prop=10, teleport=
            latent_norm=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_radial_flow_density_integrates_to_one_in_2d(seed):
   flows = gpn.RadialFlows(num_flows=3, dim=2, layers=6)
@@ -124,6 +125,7 @@ def test_tiny_gpn_run_beats_chance_and_flags_noise():
   assert ood.auroc(np.r_[u[noisy], u[clean]], np.r_[np.ones(20), np.zeros(clean.size)]) > 0.8
 
 
+@pytest.mark.slow
 def test_gpn_method_trains_through_core():
   _, _, batch = _tiny_graph()
   batch = dict(batch, class_counts=np.bincount(batch["labels"][batch["train_mask"] > 0], minlength=3).astype(np.float32))
@@ -146,6 +148,7 @@ def _leaves_by_path(params) -> dict[str, np.ndarray]:
   return {jax.tree_util.keystr(path): np.asarray(x) for path, x in flat}
 
 
+@pytest.mark.slow
 def test_flow_warmup_updates_only_the_flows():
   batch = _tiny_gpn_batch()
   warm, _ = gpn.make_gpn_method(CFG, 16, 3, phase="warmup")
@@ -162,6 +165,7 @@ def test_flow_warmup_updates_only_the_flows():
       np.testing.assert_array_equal(before[k], after[k], err_msg=k)
 
 
+@pytest.mark.slow
 def test_gpn_options_off_reproduce_the_one_phase_training():
   batch = _tiny_gpn_batch()
   cfg = dict(CFG, lr=0.01, max_epochs=15, patience=15, warmup_epochs=0)
@@ -190,6 +194,7 @@ def test_gpn_config_typo_fails(typo):
     gpn.make_gpn_method(CFG, 16, 3, phase="flow")
 
 
+@pytest.mark.slow
 def test_latent_norm_freezes_the_clean_graph_statistics():
   batch = _tiny_gpn_batch()
   cfg = dict(CFG, latent_norm=True, lr=0.01, max_epochs=10, patience=10, warmup_epochs=2)

@@ -6,6 +6,7 @@ point shared with the other members), X-EviProbe's rows would depend on whether 
 
 import jax
 import numpy as np
+import pytest
 
 from configs import eviprobe_graphs as cfg_module
 from experiments import eviprobe_graphs
@@ -43,6 +44,7 @@ def test_member_keys_start_with_the_single_models_key():
   assert len({tuple(row) for row in data}) == 4
 
 
+@pytest.mark.slow
 def test_stacked_member_zero_equals_backbone_trained_alone():
   config = _config()
   model, batch, masks, k = _graph_batch(config)

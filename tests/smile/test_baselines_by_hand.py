@@ -44,6 +44,7 @@ def _check_info(info, logdensity, eps, bad=False):
   np.testing.assert_allclose(info["step_size"], eps, rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hyper", [{}, {"step_size": 0.05}])
 def test_sgld_step_is_the_overdamped_euler_update(hyper):
   eps0, temperature = 0.1, 0.5

@@ -31,6 +31,7 @@ def test_precond_inverse_mass_clamps_only_when_asked():
   np.testing.assert_array_equal(np.asarray(traced), np.stack([free, clamped]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clamp", [False, True])
 def test_family_clamp_flag_equals_psmile_naive_with_that_clamp(clamp):
   eps0 = 0.2

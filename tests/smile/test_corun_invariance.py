@@ -49,6 +49,7 @@ def _rows(samplers, groups, setup):
   return {m: metrics for m, (metrics, _) in out.items()}
 
 
+@pytest.mark.slow
 def test_chain_positions_do_not_depend_on_the_other_combos(setup):
   """The same (method, ε₀) chains in a 2-combo and a 4-combo run of the SMILE family give equal positions."""
   data, members, small, big = setup
@@ -71,6 +72,7 @@ def test_chain_positions_do_not_depend_on_the_other_combos(setup):
   assert not np.array_equal(np.asarray(swapped.logdensity[sl]), np.asarray(r_alone.logdensity))
 
 
+@pytest.mark.slow
 def test_method_rows_are_the_same_alone_and_co_run(setup):
   small, big = setup[2:]
   alone = _rows(small, ("smile_family",), setup)
@@ -85,6 +87,7 @@ def test_method_rows_are_the_same_alone_and_co_run(setup):
   np.testing.assert_equal(_rows(big, ("sgld",), setup)["sgld"], with_groups["sgld"])
 
 
+@pytest.mark.slow
 def test_psmile_clamp_leaves_the_other_variants_rows_unchanged(setup):
   """Unclamped run (`precond_clamp=False`, the ref setting): adding `psmile_clamp` to the SMILE family (more chains
   of the same compile, each with its own r-clamp flag) leaves smile_naive's and psmile_naive's rows bit for bit."""
@@ -103,6 +106,7 @@ def test_psmile_clamp_leaves_the_other_variants_rows_unchanged(setup):
     np.testing.assert_equal(rows[base][m], rows[more][m])
 
 
+@pytest.mark.slow
 def test_a_split_grid_gives_the_rows_of_the_whole_grid(setup):
   """`pipeline.extend_grid`'s premise: running ε₀ grid (a, b) at once, or (a,) and (b,) as two runs and choosing by
   validation LPPD, gives the same row per method (the coverage draws, from the method's generator after one

@@ -48,6 +48,7 @@ def test_paper_preset_two_steps_on_mock_cifar(tmp_path):
     assert r["metrics"]["lppd"] is not None and 0.0 <= r["metrics"]["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_uci11_auto_protocol_and_validation_choice(tmp_path):
   """uci11 resolves each set's protocol (standard splits where a set has them, else the 70/10/20 splits 1-3),
   runs both kinds in one run, and smile_best copies, per split, the variant with the best validation LPPD (the r-clamp

@@ -89,6 +89,7 @@ def test_sgld_stationary_variance_is_the_discrete_ar1_value():
   assert int(res.nonfinite.sum()) == 0
 
 
+@pytest.mark.slow
 def test_sghmc_stationary_variance_matches_the_lyapunov_solution():
   eps, m = 0.1, 0.1
   res = _run(baselines.sghmc_kernel(_gauss, step_size=eps, momentum_decay=m))
@@ -103,6 +104,7 @@ def test_sghmc_stationary_variance_matches_the_lyapunov_solution():
   assert p.var() == pytest.approx(cov[1, 1], rel=0.2)
 
 
+@pytest.mark.slow
 def test_cyclical_sgld_keeps_only_sampling_stages_and_recovers_the_variance():
   total, cycles, explore = 2000, 2, 0.25
   kern = baselines.csgld_kernel(_gauss, step_size=0.5, total_steps=total, num_cycles=cycles, explore_frac=explore)

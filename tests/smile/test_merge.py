@@ -80,6 +80,7 @@ def test_anchor_line_only_on_the_authors_splits():
   assert smile_report.data_protocol("smile", "energy") == "smile"
 
 
+@pytest.mark.slow
 def test_merge_command_line(tmp_path):
   _fake_run(str(tmp_path / "a"), "yacht", (0,))
   _fake_run(str(tmp_path / "b"), "airfoil", (1,))

@@ -17,6 +17,7 @@ def _gaussian(x, minibatch):
   return -0.5 * jnp.sum((x - 1.0) ** 2 / jnp.linspace(0.5, 2.0, x.shape[0]) ** 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory", [smile.kernel.psmile, smile.smile,
                                      lambda f, **kw: smile.kernel.psmile(f, tuner=smile.virial_tuner(adapt_steps=4), **kw),
                                      lambda f, **kw: smile.kernel.psmile(f, tuner=smile.fixed_tuner(halve_nonfinite=False),
@@ -57,6 +58,7 @@ def _config(**over):
   return cfg | over
 
 
+@pytest.mark.slow
 def test_run_split_with_a_plain_dict_config(tmp_path, capsys):
   cfg, data = _config(), toy_regression_splits()
   n = len(data["y_train"])
@@ -92,6 +94,7 @@ def test_eps_drift_is_the_largest_ratio_over_the_second_half_of_warmup():
   assert smile.eps_drift(np.full((4, 3), 1e-3)) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_ref_protocol_options_reach_the_samplers():
   """⌊N/b⌋ likelihood scale, σ = 1 member loss, budget in SMILE steps (baselines at equal PEG)."""
   from jaxml.smile import api, targets
@@ -130,6 +133,7 @@ def _run_group(method: str, members: int, eps0: float, **keys):
   return res, samplers.plans[method][2]
 
 
+@pytest.mark.slow
 def test_psmile_vt_tunes_over_the_warmup_pooled_and_freezes_for_sampling():
   """`psmile_vt` (the virial rule) gets adapt_steps = the runner's warmup: ε moves in warmup, the runner's named
   chain axis makes the chains share one ε, and it is constant, at the warmup's last value, in the sampling phase;

@@ -22,6 +22,7 @@ def test_banana_reference_matches_its_generative_draws():
   assert mean_err < 0.01 and std_err < 0.01
 
 
+@pytest.mark.slow
 def test_ar1_reference_is_the_gaussian_posterior():
   check = posteriors.ar1_latent(length=12, batch_size=12)
   full = lambda th: check.logdensity_fn(th, check.data)
@@ -39,6 +40,7 @@ def test_eight_schools_quadrature_matches_published_moments():
   assert np.isfinite(check.logdensity_fn(jnp.asarray(check.ref_mean, jnp.float32), check.data))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["logreg", "logreg_boston", "logreg_concrete"])
 def test_cached_nuts_references_agree_with_the_laplace_approximation(name):
   check = posteriors.suite(ROOT, (name,))[0]
@@ -68,6 +70,7 @@ def _auto_run(check, steps, **kw):
                            num_warmup=steps // 2, num_samples=steps // 4, thin=2)
 
 
+@pytest.mark.slow
 def test_auto_l_tracks_the_spread_and_freezes_after_warmup():
   check = posteriors.correlated_gaussian(dim=4, rho=0.5)
   res = _auto_run(check, 2000)

@@ -40,6 +40,7 @@ def _full_batch_std_error(L: float, precondition: bool) -> float:
   return checks.spread_errors(np.asarray(res.positions).reshape(-1, 6), check)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precondition", [False, True])
 def test_full_batch_needs_a_finite_refresh(precondition):
   """Without gradient noise and with L = ∞ the isokinetic flow is deterministic (not ergodic on a

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 
 from jaxml.metrics import mcmc
@@ -48,6 +49,7 @@ def test_heteroscedastic_model_shapes():
   assert mu.shape == ls.shape == (5,)
 
 
+@pytest.mark.slow
 def test_predictive_metrics_single_gaussian():
   rng = np.random.default_rng(0)
   y = rng.standard_normal(4000)
@@ -61,6 +63,7 @@ def test_predictive_metrics_single_gaussian():
   np.testing.assert_allclose(m["width_95"], 2 * 1.96, rtol=0.05)
 
 
+@pytest.mark.slow
 def test_ess_matches_ar1_theory():
   rng = np.random.default_rng(0)
   rho, n = 0.6, 4000

@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxml.smile import adaptation as adapt
 from jaxml.smile import chains, checks, kernel
@@ -69,6 +70,7 @@ def _starts(check, chains_: int = 4):
       jax.random.normal(jax.random.key(0), (chains_, check.ref_std.shape[0]))
 
 
+@pytest.mark.slow
 def test_gaussian_finds_the_heating_edge_from_either_side():
   """Anisotropic Gaussian (d = 50, σ in [1, 10], full batch, L = √d σ_rms): T̂ stays ≈ 1 up to ε ≈ 0.3 √d σ_rms
   and the chains run hot beyond; with the default target 1.1, from ε₀ 30× too small and 3× too large the
@@ -102,6 +104,7 @@ def test_gaussian_finds_the_heating_edge_from_either_side():
   assert eps[0, -1] < 0.5 * min(finals), (eps[0, -1], finals)      # target 1: no drive below the edge
 
 
+@pytest.mark.slow
 def test_small_d_minibatch_regression_settles_above_three_posterior_scales():
   """The rule on a 6-parameter minibatch regression, as it behaves now: from ε₀ = 3 and 10 × the posterior scale
   s = √d σ_rms the pooled ε settles at one value (within 1.5×) where the median T̂ is the target, but that value is

@@ -4,6 +4,7 @@ analytic gradients of the profile and of the discriminative loss on tiny cases."
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxml.sol import api
 from jaxml.sol import losses as L
@@ -23,6 +24,7 @@ def _setup(variant):
   return method, params, extra, batch
 
 
+@pytest.mark.slow
 def test_sol_loss_does_not_differentiate_through_the_stored_centroids():
   method, params, extra, batch = _setup("sol")
   g_cent = jax.grad(lambda c: method.loss_fn(params, batch, jax.random.key(1), {**extra, "centroids": c})[0])(
@@ -32,6 +34,7 @@ def test_sol_loss_does_not_differentiate_through_the_stored_centroids():
   assert max(float(jnp.max(jnp.abs(v))) for v in jax.tree.leaves(g)) > 1e-5
 
 
+@pytest.mark.slow
 def test_gol_learns_its_reference_points():
   method, params, extra, batch = _setup("gol")
   g = jax.grad(lambda p: method.loss_fn(p, batch, jax.random.key(1), extra)[0])(params)

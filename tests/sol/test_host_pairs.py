@@ -44,6 +44,7 @@ def test_host_pairs_respect_classes_sizes_and_are_distinct(ranks):
     assert len(pairs) == ok.sum()                                      # no pair twice, > and < disjoint
 
 
+@pytest.mark.slow
 def test_host_sampler_has_the_in_step_distribution():
   """Per ordered pair and class, the inclusion frequency of the host sampler matches the in-step
   one, and both match the exact values: a far pair is in ">" (larger first) with probability
@@ -83,6 +84,7 @@ def test_host_sampler_has_the_in_step_distribution():
     assert abs(step[key] / n - p) < 5 * sd, (key, step[key] / n, p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,extra_cfg", [("sol", {}), ("sol", {"neighbourhood": 2, "sigma": 0.7}),
                                                ("sol_sigma0", {}), ("gol", {})])
 def test_loss_with_host_pairs_equals_the_in_step_formula(variant, extra_cfg):
@@ -148,6 +150,7 @@ def test_label_book_keeps_the_sort_order_and_batches_carry_host_pairs():
   assert sol.host_pair_count(sol.sol_settings()) == 32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixed", [None, "expectation", "knn", "knn_median", "posterior_median"])
 def test_relabelling_uses_the_validation_chosen_decoder(fixed):
   """The relabel refresh decodes the training set with the decoder of lowest noisy-validation MAE

@@ -45,6 +45,7 @@ def test_padding_the_rank_set_with_empty_ranks(method, steps, invariant):
   assert (changed == 0) == invariant, (method, changed)
 
 
+@pytest.mark.slow
 def test_a_settings_rows_do_not_depend_on_the_other_settings_of_the_run(tmp_path):
   from configs import sol_ordinal as cfgmod
   from experiments import sol_ordinal

@@ -38,6 +38,7 @@ def experiment():
   return sol_ordinal
 
 
+@pytest.mark.slow
 def test_toy_learns_its_ranks_and_selection_picks_the_best_decoder():
   x, y = _toy()
   xv, yv = _toy(40, seed=1)
@@ -67,6 +68,7 @@ def test_relabel_schedule_is_in_steps_and_separate_from_the_refresh():
     sol.sol_settings(dict(sigmaa=1.0))
 
 
+@pytest.mark.slow
 def test_relabelling_cleans_outliers_on_the_toy():
   x, y = _toy()
   y_noisy = y.copy()
@@ -82,6 +84,7 @@ def test_relabelling_cleans_outliers_on_the_toy():
   assert flagged[::8].mean() > 0.5                 # most outliers flagged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sol.ALL_METHODS)
 def test_every_method_takes_finite_steps_and_decodes_in_range(name):
   x, y = _toy(32)

@@ -61,6 +61,7 @@ def test_grad_ascent_destroys_forget_accuracy(setup):
   assert fa < 20.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random_labels", "scrub"])
 def test_forgetting_baselines_lower_forget_accuracy_and_keep_retain(setup, name):
   task, _, _ = setup
@@ -76,6 +77,7 @@ def test_l1_sparse_shrinks_the_weights_relative_to_finetune(setup):
   assert norm(l1) < 0.9 * norm(ft)
 
 
+@pytest.mark.slow
 def test_salun_only_moves_salient_weights(setup):
   task, params0, _ = setup
   frac = 0.2
@@ -119,6 +121,7 @@ def test_head_only_leaves_the_encoder_untouched(setup):
   assert fa < 80.0 and ra >= 90.0, (fa, ra)
 
 
+@pytest.mark.slow
 def test_emmn_is_class_level_and_forgets_the_class(setup):
   task, params0, cache = setup
   random_task = gaussian_task(forget_rows=np.arange(0, 96, 7))
@@ -129,6 +132,7 @@ def test_emmn_is_class_level_and_forgets_the_class(setup):
   assert fa < 80.0 and ra >= 80.0, (fa, ra)        # from 100 / 100
 
 
+@pytest.mark.slow
 def test_jit_makes_the_model_smoother_around_forget_inputs(setup):
   task, params0, _ = setup
   p = _run(setup, "jit", epochs=20.0, lr=3e-3, sigma=0.5)

@@ -30,6 +30,7 @@ def _check_results(rows, workdir, methods):
   assert "| RU (ours) |" in open(os.path.join(workdir, "summary.md")).read()
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_schema(tmp_path):
   """Both regimes in one run (the demo's smoke in tests/test_configs.py runs the class regime only)."""
   methods = ("ru", "emmn")
@@ -77,6 +78,7 @@ def test_paper_preset_two_steps_on_mock_cifar10(tmp_path, monkeypatch):
   assert np.isfinite(by["ru"]["metrics"]["TA"])
 
 
+@pytest.mark.slow
 def test_paper_cpu_sweep_names_the_collision(tmp_path):
   config = unlearning_config.get_config("paper_cpu:datasets=digits,methods=ru+ru_uniform")
   config.class_sweep = (0, 1)
@@ -154,6 +156,7 @@ def test_a_broken_report_fails_before_training(tmp_path, monkeypatch):
   assert not trained and not os.path.exists(os.path.join(str(tmp_path), exp.PARTIAL_ROWS))
 
 
+@pytest.mark.slow
 def test_a_crash_after_the_runs_keeps_their_rows(tmp_path, monkeypatch):
   config = unlearning_config.get_config("paper_cpu:datasets=digits,methods=ru")
   config.class_sweep = (0, 1)

@@ -21,6 +21,7 @@ def _fa_ra(out, task):
   return 100.0 * np.mean(pred[f] == task.y_train[f]), 100.0 * np.mean(pred[r] == task.y_train[r])
 
 
+@pytest.mark.slow
 def test_sisa_forgets_the_class_and_retrains_only_affected_shards(setup):
   task, params0, cache = setup
   hp = dict(shards=3, epochs=20.0, lr=3e-3, batch_size=16)
@@ -35,6 +36,7 @@ def test_sisa_forgets_the_class_and_retrains_only_affected_shards(setup):
   assert out.num_steps == steps_for_epochs(int(np.sum(sid == 1)) - 5, 16, 20.0)
 
 
+@pytest.mark.slow
 def test_unsir_lowers_forget_accuracy_and_keeps_retain(setup):
   task, params0, cache = setup
   hp = dict(batch_size=16, noise_copies=16, noise_steps=100, noise_lr=0.1, noise_l2=0.01, impair_lr=0.02)
@@ -45,6 +47,7 @@ def test_unsir_lowers_forget_accuracy_and_keeps_retain(setup):
                       seed=0, cache=cache)
 
 
+@pytest.mark.slow
 def test_gkt_is_zero_shot_forgets_and_transfers_retained_classes(setup):
   task, params0, cache = setup
   # Zero-shot: every training input but the first (used only for the student's shapes) is NaN.
@@ -80,6 +83,7 @@ def test_target_info_names_the_collision():
   assert np.isnan(targets.target_info(model, params, mean, mean, [])["mean_collides"])   # no class forgotten
 
 
+@pytest.mark.slow
 def test_ru_uniform_sends_forget_rows_off_the_forgotten_class(setup):
   task, params0, cache = setup
   cfg = {"batch_size": 16, "min_steps": 80, "hidden": (16,), "lr": 1e-2, "beta": 0.1}
@@ -108,6 +112,7 @@ def test_zero_shot_rejects_the_label_term():
     api.make_loss_fn({"zero_shot": True, "label_weight": 0.5}, MODEL)
 
 
+@pytest.mark.slow
 def test_ru_zs_anchor_takes_the_largest_weight_that_still_forgets(setup):
   task, params0, cache = setup
   x = task.x_train.copy()

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from jaxml import unlearning
 from jaxml.unlearning import model as model_lib
@@ -12,6 +13,7 @@ from tests.unlearning.fixtures import gaussian_task
 MODEL = model_lib.MLPClassifier(3, (16, 8))
 
 
+@pytest.mark.slow
 def test_run_method_one_signature_and_a_grid_compiles_once():
   task = gaussian_task()
   cache: dict = {}
@@ -97,6 +99,7 @@ def test_masked_head_shift_by_hand():
   assert runner.masked_head_shift(orig, task._replace(forget_classes=())) == {}
 
 
+@pytest.mark.slow
 def test_ru_val_takes_its_target_from_its_settings():
   task, params = fixtures.trained_original()
   ru = {"batch_size": 16, "min_steps": 3, "hidden": [8], "lr": 1e-2}

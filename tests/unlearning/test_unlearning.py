@@ -108,6 +108,7 @@ def test_zero_shot_never_reads_retained_inputs(trained):
   assert out.fit.num_steps == 10          # max(min_steps=5, 5 epochs * 32 forget rows / 16)
 
 
+@pytest.mark.slow
 def test_extensions_rescaled_prototypes_and_label_term(trained):
   task, params = trained
   stats = targets.class_statistics(task.y_train, 3, (1,), 7.0)

@@ -34,6 +34,7 @@ def test_bar_score_by_hand():
     ev.scorer("accuracy", rt, orig)
 
 
+@pytest.mark.slow
 def test_tune_by_bar_picks_the_beta_that_forgets_on_a_toy():
   task, params = fixtures.trained_original()
   orig = runner.predictor(fixtures.MODEL)
@@ -48,6 +49,7 @@ def test_tune_by_bar_picks_the_beta_that_forgets_on_a_toy():
   assert best == min(scores, key=scores.get) == 1.0
 
 
+@pytest.mark.slow
 def test_a_grid_over_the_transform_is_chosen_like_a_numeric_one():
   # ru_val's grid may vary a non-numeric setting (the transform architecture): every value runs, the
   # chosen one is the argmin of its scores, and the log prints it as is (numbers in %g).
@@ -84,6 +86,7 @@ def _tiny_config():
   return config
 
 
+@pytest.mark.slow
 def test_ru_val_is_chosen_on_training_rows_only(tmp_path):
   config = _tiny_config()
   p = exp.plan(config)

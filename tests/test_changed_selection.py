@@ -1,0 +1,34 @@
+"""The changed-code selection of `tests/conftest.py`: which slow tests a changed file brings into the default run."""
+
+import pathlib
+
+from tests import conftest
+
+TESTS = pathlib.Path(conftest.__file__).resolve().parent
+
+
+def test_each_file_belongs_to_its_method_or_to_the_shared_code():
+  area = conftest._area
+  assert area("jaxml/sol/losses.py") == "sol" and area("tests/sol/test_train.py") == "sol"
+  assert area("experiments/smile_uci.py") == area("configs/smile_uci.py") == area("benchmarks/smile_cost.py") == "smile"
+  assert area("experiments/emf_summary.py") == "emf" and area("experiments/causal_reward.py") == "causal_reward"
+  assert area("docs/methods/sol.md") == area("README.md") == "docs"
+  for shared in ("jaxml/core/loop.py", "experiments/common.py", "configs/common.py", "tests/conftest.py",
+                 "tests/test_configs.py", "pyproject.toml", "data/MANIFEST.sha256", "jaxml/metrics/ood.py"):
+    assert area(shared) == "shared", shared
+
+
+def test_a_method_change_selects_that_methods_slow_tests_and_the_tree_wide_ones():
+  guards = conftest._guards
+  sol_test, smile_test, tree_test = TESTS / "sol" / "test_x.py", TESTS / "smile" / "test_x.py", TESTS / "test_x.py"
+  assert guards(sol_test, {"sol"}) and not guards(smile_test, {"sol"}) and guards(tree_test, {"sol"})
+  assert guards(sol_test, {"shared"}) and guards(smile_test, {"shared"})
+  docs_test = TESTS / "test_docs.py"
+  assert not guards(sol_test, {"docs"}) and not guards(tree_test, {"docs"}) and guards(docs_test, {"docs"})
+  assert not any(guards(t, set()) for t in (sol_test, tree_test, docs_test))
+
+
+def test_the_run_states_what_changed_since_the_last_full_run():
+  areas, why = conftest.changed_areas()
+  assert areas is None or areas <= {"docs", "shared", *conftest.METHOD_PACKAGES}
+  assert why
