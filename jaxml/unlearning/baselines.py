@@ -329,12 +329,9 @@ def hyperparameters(name: str, overrides: Mapping[str, Any] | None = None) -> di
   """The spec's defaults with `overrides` cast to each default's type (unknown keys are errors)."""
   if name not in SPECS:
     raise ValueError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES + ZERO_SHOT_BASELINES)}")
-  hp = dict(SPECS[name].defaults)
-  for k, v in dict(overrides or {}).items():
-    if k not in hp:
-      raise ValueError(f"unknown hyper-parameter {k!r} for {name}; expected {sorted(hp)}")
-    hp[k] = type(hp[k])(v) if not isinstance(hp[k], float) else float(v)
-  return hp
+  defaults, given = SPECS[name].defaults, dict(overrides or {})
+  core.reject_unknown(given, sorted(defaults), name)
+  return defaults | {k: type(defaults[k])(v) for k, v in given.items()}
 
 
 def _single_fit(spec: Baseline, r: Run) -> FitOutput:

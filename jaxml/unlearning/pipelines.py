@@ -213,8 +213,7 @@ def run_sisa(r: Run) -> FitOutput:
   n, shards = task.x_train.shape[0], hp["shards"]
   sid = shard_of(n, shards, r.seed)
   affected = set(np.unique(sid[task.forget_idx]).tolist())
-  keep = np.ones(n, bool)
-  keep[task.forget_idx] = False
+  keep = ~np.isin(np.arange(n), task.forget_idx)
   train_hp = {k: hp[k] for k in ("epochs", "lr", "batch_size")}
   models, timed = [], []
   for s in range(shards):
@@ -339,8 +338,7 @@ def run_gkt(r: Run) -> FitOutput:
   _needs_classes("gkt", task)
   shape = tuple(task.x_train.shape[1:])
   gen = _Generator(shape, hp["generator_hidden"])
-  forget_mask = np.zeros(task.num_classes, np.float32)
-  forget_mask[list(task.forget_classes)] = 1.0
+  forget_mask = np.isin(np.arange(task.num_classes), task.forget_classes).astype(np.float32)
   run = cached(cache, ("gkt", model, shape, structure(hp)), lambda: _gkt_program(model, gen, hp))
   k_gen, k_student, k_run = jax.random.split(jax.random.key(r.seed + 41), 3)
   gp = gen.init(k_gen, jnp.zeros((1, hp["z_dim"])))["params"]

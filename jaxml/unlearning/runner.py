@@ -272,8 +272,7 @@ def retained_flips(orig: ev.Outputs, out: ev.Outputs, task: UnlearningTask, mean
   y = np.asarray(task.y_test)[r]
   p0, p1 = np.argmax(orig.logits_test[r], -1), np.argmax(out.logits_test[r], -1)
   flip, fix = (p0 == y) & (p1 != y), (p0 != y) & (p1 == y)
-  is_f = np.zeros(orig.feats_train.shape[0], bool)
-  is_f[task.forget_idx] = True
+  is_f = np.isin(np.arange(orig.feats_train.shape[0]), task.forget_idx)
   near = knn_any(orig.feats_test[r], orig.feats_train, is_f, k)
   pct = lambda a, b: 100.0 * float(a.sum()) / float(b.sum()) if b.any() else float("nan")  # noqa: E731
   return {"flip_r": pct(flip, r[r]), "fix_r": pct(fix, r[r]), "flip_to_mean_cls": pct(flip & (p1 == mean_class), flip),
@@ -288,8 +287,7 @@ def representation_overlap(model, params: Any, task: UnlearningTask, cache: Muta
   if not task.forget_idx.size or not task.retain_idx.size:
     return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
   z = encode_rows(model, params, task.x_train, cache)
-  is_f = np.zeros(z.shape[0], bool)
-  is_f[task.forget_idx] = True
+  is_f = np.isin(np.arange(z.shape[0]), task.forget_idx)
   hit = knn_other_side(z, is_f, k, chunk=chunk)
   return {"retain_knn_forget": 100.0 * float(hit[task.retain_idx].mean()),
           "forget_knn_retain": 100.0 * float(hit[task.forget_idx].mean())}
