@@ -37,7 +37,6 @@ def get_config(arg=None):
   preset, arg = common.parse_arg(arg, PRESETS, datasets="", regimes="", seeds=0, methods="")
   config = common.base_config()
   config.preset = preset
-  small = preset == "small"
   paper_cpu = preset == "paper_cpu"
   # List-valued arguments use '+' (',' separates key=value items): datasets=digits+mnist1d.
   default_datasets = {"smoke": "digits", "small": "digits+mnist1d", "paper_cpu": "digits+mnist1d",
@@ -50,8 +49,8 @@ def get_config(arg=None):
   # shared cores; the spec asks 5: seeds=5).
   # paper_cpu: 10 classes x 13 methods per seed; seeds=N to add seeds (each dataset its own job).
   config.seeds = tuple(range(arg.seeds or {"smoke": 1, "small": 3, "paper_cpu": 1, "paper": 1}[preset]))
-  default_methods = PAPER_METHODS if paper_cpu else ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor") + BASELINE_METHODS
-  config.methods = tuple(arg.methods.split("+")) if arg.methods else default_methods
+  default_methods = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor") + BASELINE_METHODS
+  config.methods = tuple(arg.methods.split("+")) if arg.methods else PAPER_METHODS if paper_cpu else default_methods
   # The paper's table (paper_summary.md, forget_acc_sweep.png) and the class sweep (class regime:
   # every listed class in turn for each seed; empty = class_forget[seed % 3]).
   config.paper_table = paper_cpu
@@ -105,14 +104,14 @@ def get_config(arg=None):
       boundary_shrink=dict(epochs=10.0, lr=1e-4, eps=0.25, min_steps=floor),
       bad_teacher=dict(epochs=3.0, lr=1e-4, retain_fraction=0.3, temperature=1.0),
       head_only=dict(beta=0.1, lr=1e-2, epochs=5.0, min_steps=floor),
-      emmn=dict(noise_per_class=16, noise_steps=400 if small or preset == "paper" else 50, noise_lr=0.1,
+      emmn=dict(noise_per_class=16, noise_steps=50 if preset == "smoke" else 400, noise_lr=0.1,
                 noise_l2=0.01, impair_steps=2, impair_lr=0.01, repair_steps=2, repair_lr=0.01),
       jit=dict(epochs=5.0, lr=1e-4, sigma=0.1, num_perturb=4, min_steps=floor),
       sisa=dict(shards=5, epochs=config.train.epochs, lr=1e-3),
       unsir=dict(noise_copies=20, noise_steps=25, noise_lr=0.01, noise_l2=0.1, noise_clamp=2.5, impair_epochs=3.0,
                  impair_lr=0.05, repair_epochs=1.0, repair_lr=0.01, momentum=0.9, retain_per_class=1000),
-      gkt=dict(cycles={"small": 400, "paper": 4000}.get(preset, 20), generator_steps=1, student_steps=10, lr=1e-3, batch_size=256, z_dim=128,
-               generator_hidden=256, at_beta=250.0, temperature=1.0, threshold=0.01),
+      gkt=dict(cycles={"smoke": 20, "paper": 4000}.get(preset, 400), generator_steps=1, student_steps=10, lr=1e-3,
+               batch_size=256, z_dim=128, generator_hidden=256, at_beta=250.0, temperature=1.0, threshold=0.01),
   )
   if paper_cpu:
     # The authors' fixed settings (their configs for CIFAR-10 class 0; UNSIR from CIFAR-100), each
@@ -121,11 +120,9 @@ def get_config(arg=None):
     # (FT and SCRUB: the defaults above.)
     _set_ru(config, dict(ru, transform="linear", beta=0.01, lr=1e-3, batch_size=256, epochs=5.0, min_steps=200))
     config.baselines.sisa.update(shards=10)
-    config.baselines.bad_teacher.update(epochs=3.0, lr=5e-4, retain_fraction=0.3, temperature=1.0)
-    config.baselines.boundary_shrink.update(epochs=10.0, lr=1e-5, eps=0.25, min_steps=0)
-    config.baselines.emmn.update(noise_per_class=25, noise_steps=400, noise_lr=0.1, noise_l2=0.01, impair_steps=2,
-                                 impair_lr=0.01, repair_steps=0)
-    config.baselines.gkt.update(cycles=400)
+    config.baselines.bad_teacher.update(lr=5e-4)
+    config.baselines.boundary_shrink.update(lr=1e-5, min_steps=0)
+    config.baselines.emmn.update(noise_per_class=25, repair_steps=0)
   elif preset != "small":
     # Toy budgets: every method runs, nothing is tuned.
     for name in ("finetune", "neggrad_plus", "random_labels", "l1_sparse", "salun", "bad_teacher"):
@@ -135,7 +132,7 @@ def get_config(arg=None):
   # Retrain unless a grid names its `score` (evaluate.SCORES; "bar": the forgetting bar, forget accuracy to
   # Retrain's and retain / retained-class test accuracy to the original model's). `tune` tunes every method
   # with a grid; ru_val is always tuned (per forgotten class in a class sweep).
-  config.tune = small          # paper_cpu: fixed settings, nothing tuned but ru_val
+  config.tune = preset == "small"  # paper_cpu: fixed settings, nothing tuned but ru_val
   config.grids = {m: dict(param=param, values=values) for m, (param, values) in GRIDS.items()}
   config.grids["ru_val"]["score"] = "bar"
   config.representation_checks = True

@@ -12,11 +12,10 @@ from jaxml.unlearning import (api, baselines, evaluate, fitting, losses, model, 
 from jaxml.unlearning.api import make_method, make_predict_fn, unlearn
 from jaxml.unlearning.baselines import BASELINES, ZERO_SHOT_BASELINES, NotApplicable, run_baseline
 from jaxml.unlearning.evaluate import avg_gap, collect_outputs, unlearning_metrics
-from jaxml.unlearning.runner import METHODS, RunOutput, compare, run_method, tune, tune_methods
+from jaxml.unlearning.runner import METHODS, RunOutput, choose_settings, compare, run_method, tune
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["BASELINES", "METHODS", "NotApplicable", "RunOutput", "UnlearningTask", "ZERO_SHOT_BASELINES", "api",
-           "avg_gap", "baselines", "collect_outputs", "compare", "evaluate", "fitting", "losses", "make_method", "make_predict_fn",
-           "model", "pipelines", "report", "run_baseline", "run_method", "runner", "sampling", "targets", "task",
-           "transform", "tune",
-           "tune_methods", "unlearn", "unlearning_metrics"]
+           "avg_gap", "baselines", "choose_settings", "collect_outputs", "compare", "evaluate", "fitting", "losses",
+           "make_method", "make_predict_fn", "model", "pipelines", "report", "run_baseline", "run_method", "runner",
+           "sampling", "targets", "task", "transform", "tune", "unlearn", "unlearning_metrics"]

@@ -17,7 +17,7 @@ from jaxml import core
 from jaxml.unlearning import fitting, losses
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.fitting import FitOutput, cached_encoder, fit_params
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
+from jaxml.unlearning.sampling import feature_batches, index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.targets import class_statistics, target_info, uniform_target
 from jaxml.unlearning.transform import make_transform
 
@@ -121,21 +121,18 @@ def batch_values(config: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def step_structure(config: Mapping[str, Any] | None) -> tuple:
-  """What shapes the compiled RU step: the non-float settings plus whether the noise and the
-  label-aware term are on (their values travel in the batch)."""
+  """What shapes the compiled RU step: the non-float settings plus whether the noise, the label-aware
+  term and the identity anchor are on (their values travel in the batch)."""
   cfg = _cfg(config)
-  return structure(cfg) + (("noisy", bool(cfg["noise_scale"])), ("label_term", bool(cfg["label_weight"])),
-                           ("identity_term", bool(cfg["identity_weight"])))
+  return structure(cfg) + tuple((k, bool(cfg[k])) for k in ("noise_scale", "label_weight", "identity_weight"))
 
 
 def make_eval_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
   """eval_fn(params, {"x", "y"}) -> {"accuracy", "loss"} of x -> h(T(g(x)))."""
-  cfg = _cfg(config)
-  transform = make_transform(cfg["transform"], cfg["hidden"])
+  predict = make_predict_fn(config, model)
 
   def eval_fn(params, batch):
-    z = model_lib.encode(model, params["model"], batch["x"])
-    out = model_lib.head_logits(model, params["model"], transform.apply({"params": params["transform"]}, z))
+    out = predict(params, batch["x"])[0]
     ce = optax.softmax_cross_entropy_with_integer_labels(out, batch["y"])
     return {"accuracy": jnp.mean(jnp.argmax(out, -1) == batch["y"]), "loss": jnp.mean(ce)}
 
@@ -236,14 +233,7 @@ def _batches(cfg: Mapping[str, Any], z: np.ndarray, dim: int, y_train: np.ndarra
       return {"zf": zf.astype(np.float32), "wf": w}
 
     return zero_shot_batch
-  f_rows, r_rows = index_stream(forget_idx, bsz, seed, 1), index_stream(retain_idx, bsz, seed, 2)
-  all_rows = index_stream(np.concatenate([retain_idx, forget_idx]), bsz, seed, 3)
-
-  def batch(step):
-    (rr, _), (rf, wf), (ra, _) = r_rows(step), f_rows(step), all_rows(step)
-    return {"zr": z[rr], "yr": y_train[rr], "zf": z[rf], "wf": wf, "zref": z[ra] + shift}
-
-  return batch
+  return feature_batches(z, retain_idx, forget_idx, bsz, seed, y=y_train, shift=shift)
 
 
 def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: Any, x_train: np.ndarray,

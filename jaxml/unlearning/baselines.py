@@ -20,6 +20,7 @@ from the same trained model and trains through `core.train`. f = h o g, D_r / D_
 """
 
 import time
+from functools import partial
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple
 
 import flax.linen as nn
@@ -33,13 +34,13 @@ from jaxml.unlearning import model as model_lib
 from jaxml.unlearning import pipelines as pl
 from jaxml.unlearning.fitting import FitOutput, cached, encode_rows
 from jaxml.unlearning.losses import weighted_mean
-from jaxml.unlearning.pipelines import NotApplicable, ce, kl, retain_ce_loss, rf_batches, train_classifier
-from jaxml.unlearning.sampling import index_stream, steps_for_epochs, value, with_values
+from jaxml.unlearning.pipelines import NotApplicable, Run, ce, kl, retain_ce_loss, rf_batches, train_classifier
+from jaxml.unlearning.sampling import feature_batches, steps_for_epochs, value, with_values
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["BASELINES", "ZERO_SHOT_BASELINES", "ENSEMBLES", "SPECS", "Baseline", "Ctx",
-           "NotApplicable", "ensemble_predictor", "fgsm_labels", "hyperparameters", "retain_ce_loss", "run_baseline",
-           "saliency_mask", "shard_of", "train_classifier"]
+__all__ = ["BASELINES", "ZERO_SHOT_BASELINES", "ENSEMBLES", "SPECS", "Baseline", "NotApplicable", "ensemble_predictor",
+           "fgsm_labels", "hyperparameters", "retain_ce_loss", "run_baseline", "saliency_mask", "shard_of",
+           "train_classifier"]
 
 BASELINES = ("retrain", "finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun",
              "scrub", "boundary_shrink", "bad_teacher", "head_only", "sisa", "unsir")
@@ -48,46 +49,31 @@ ENSEMBLES = ("sisa",)       # params stacked over shard models; predict with `en
 shard_of = pl.shard_of
 
 
-class Ctx(NamedTuple):
-  """What a spec's `batches` sees: the task, its settings, the seed, batch size, step count and the
-  data its `prepare` computed."""
-
-  task: UnlearningTask
-  hp: Mapping[str, Any]
-  seed: int
-  bsz: int
-  steps: int
-  data: Any
-
-
 class Baseline(NamedTuple):
   """One baseline: settings, grid and the pieces of its training run (or its whole `run`).
 
-  loss(model, hp) -> loss_fn; batches(Ctx) -> batch_fn(step); steps(task, hp) -> int; values(hp) -> float
-  settings in the batch; prepare(...) -> (extra, data for `batches`); run(...) -> FitOutput replaces the fit."""
+  loss(model, hp) -> loss_fn; batches(Run with steps and data) -> batch_fn(step); steps(Run) -> int;
+  values(hp) -> float settings in the batch; prepare(Run) -> (extra, data for `batches`); run(Run) -> FitOutput
+  replaces the fit."""
 
   name: str
   defaults: dict[str, Any]
   loss: Callable | None = None
-  batches: Callable[[Ctx], Callable[[int], dict]] | None = None
-  steps: Callable[[UnlearningTask, Mapping[str, Any]], int] | None = None
+  batches: Callable[[Run], Callable[[int], dict]] | None = None
+  steps: Callable[[Run], int] | None = None
   values: Callable[[Mapping[str, Any]], dict[str, float]] = lambda hp: {}
-  prepare: Callable | None = None
+  prepare: Callable[[Run], tuple[Any, Any]] | None = None
   frozen: tuple[str, ...] = ()
-  run: Callable | None = None
+  run: Callable[[Run], FitOutput] | None = None
 
 
 # --------------------------------------------------------------------------- pieces
-def _over(which: str, floor: bool = False) -> Callable[[UnlearningTask, Mapping[str, Any]], int]:
+def _over(which: str, floor: bool = False) -> Callable[[Run], int]:
   """Steps for hp['epochs'] over D_r or D_f (at least hp['min_steps'] when `floor`)."""
-  def steps(task, hp):
-    rows = task.retain_idx.size if which == "retain" else task.forget_idx.size
-    return steps_for_epochs(rows, hp["batch_size"], hp["epochs"], minimum=hp["min_steps"] if floor else 1)
+  def steps(r):
+    rows = r.task.retain_idx.size if which == "retain" else r.task.forget_idx.size
+    return steps_for_epochs(rows, r.hp["batch_size"], r.hp["epochs"], minimum=r.hp["min_steps"] if floor else 1)
   return steps
-
-
-def _rf(retain: bool = True, forget: bool = True) -> Callable[[Ctx], Callable[[int], dict]]:
-  return lambda c: rf_batches(c.task, c.bsz, c.seed, retain=retain, forget=forget)
 
 
 def _forget_ce_loss(label: str, sign: float, aux: str) -> Callable:
@@ -108,13 +94,13 @@ def _neggrad_loss(model, hp):
   return loss_fn
 
 
-def _random_label_batches(c: Ctx) -> Callable[[int], dict]:
+def _random_label_batches(r: Run) -> Callable[[int], dict]:
   """D_r / D_f batches where each forget row gets a uniformly random *wrong* label (fresh per step)."""
-  base, k = rf_batches(c.task, c.bsz, c.seed), c.task.num_classes
+  base, k = rf_batches(r), r.task.num_classes
 
   def batch_fn(step):
     b = base(step)
-    shift = np.random.default_rng([c.seed, 11, int(step)]).integers(1, k, size=c.bsz)
+    shift = np.random.default_rng([r.seed, 11, int(step)]).integers(1, k, size=r.hp["batch_size"])
     return b | {"yrand": ((b["yf"] + shift) % k).astype(np.int32)}
 
   return batch_fn
@@ -131,10 +117,10 @@ def _random_label_loss(model, hp):
   return loss_fn
 
 
-def _l1_batches(c: Ctx) -> Callable[[int], dict]:
+def _l1_batches(r: Run) -> Callable[[int], dict]:
   """gamma_t = gamma (1 - t / T) rides in the batch, so the schedule is not baked into the compiled step."""
-  base = rf_batches(c.task, c.bsz, c.seed, forget=False)
-  return lambda step: base(step) | {"gamma": np.full(c.bsz, c.hp["gamma_l1"] * (1.0 - step / c.steps), np.float32)}
+  base, bsz = rf_batches(r, forget=False), r.hp["batch_size"]
+  return lambda step: base(step) | {"gamma": np.full(bsz, r.hp["gamma_l1"] * (1.0 - step / r.steps), np.float32)}
 
 
 def _l1_loss(model, hp):
@@ -171,25 +157,27 @@ def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarra
   return jax.tree.map(lambda g: (jnp.abs(g) >= threshold).astype(jnp.float32), grads)
 
 
-def _salun_prepare(model, params0, task, hp, seed, cache):
+def _salun_prepare(r: Run) -> tuple[dict, None]:
+  task = r.task
   if not task.forget_idx.size:
-    return {"mask": jax.tree.map(jnp.zeros_like, params0)}, None
+    return {"mask": jax.tree.map(jnp.zeros_like, r.params0)}, None
   x_f, y_f = task.x_train[task.forget_idx], task.y_train[task.forget_idx]
-  mask = saliency_mask(model, params0, x_f, y_f, hp["mask_fraction"], cache=cache)
+  mask = saliency_mask(r.model, r.params0, x_f, y_f, r.hp["mask_fraction"], cache=r.cache)
   return {"mask": jax.block_until_ready(mask)}, None
 
 
-def _scrub_phases(task: UnlearningTask, hp: Mapping[str, Any]) -> np.ndarray:
+def _scrub_phases(r: Run) -> np.ndarray:
   """1 per max-step (one epoch over D_f, in the first `max_epochs` epochs), 0 per min-step (an epoch over D_r)."""
+  task, hp = r.task, r.hp
   n_max = steps_for_epochs(task.forget_idx.size, hp["batch_size"], 1.0) if task.forget_idx.size else 0
   n_min = steps_for_epochs(task.retain_idx.size, hp["batch_size"], 1.0)
   return np.asarray([p for e in range(hp["min_epochs"]) for p in [1.0] * (n_max if e < hp["max_epochs"] else 0)
                      + [0.0] * n_min], np.float32)
 
 
-def _scrub_batches(c: Ctx) -> Callable[[int], dict]:
-  base, phases = rf_batches(c.task, c.bsz, c.seed), _scrub_phases(c.task, c.hp)
-  return lambda step: base(step) | {"phase": np.full(c.bsz, phases[step], np.float32)}
+def _scrub_batches(r: Run) -> Callable[[int], dict]:
+  base, phases = rf_batches(r), _scrub_phases(r)
+  return lambda step: base(step) | {"phase": np.full(r.hp["batch_size"], phases[step], np.float32)}
 
 
 def _scrub_loss(model, hp):
@@ -225,27 +213,28 @@ def fgsm_labels(model: nn.Module, params: Any, x: np.ndarray, y: np.ndarray, eps
   return core.batched_apply(fn, np.arange(1, len(y) + 1), chunk).astype(np.int32)
 
 
-def _boundary_prepare(model, params0, task, hp, seed, cache):
-  y_b = np.zeros(task.x_train.shape[0], np.int32)
+def _boundary_prepare(r: Run) -> tuple[None, np.ndarray]:
+  task, y_b = r.task, np.zeros(r.task.x_train.shape[0], np.int32)
   if task.forget_idx.size:
     x_f, y_f = task.x_train[task.forget_idx], task.y_train[task.forget_idx]
-    y_b[task.forget_idx] = fgsm_labels(model, params0, x_f, y_f, hp["eps"], cache=cache)
+    y_b[task.forget_idx] = fgsm_labels(r.model, r.params0, x_f, y_f, r.hp["eps"], cache=r.cache)
   return None, y_b
 
 
-def _boundary_batches(c: Ctx) -> Callable[[int], dict]:
-  base = rf_batches(c.task, c.bsz, c.seed, retain=False)
-  return lambda step: (lambda b: b | {"yb": c.data[b["if"]]})(base(step))
+def _boundary_batches(r: Run) -> Callable[[int], dict]:
+  base = rf_batches(r, retain=False)
+  return lambda step: (lambda b: b | {"yb": r.data[b["if"]]})(base(step))
 
 
-def _bad_teacher_subset(task: UnlearningTask, hp: Mapping[str, Any], seed: int) -> np.ndarray:
-  n_keep = max(1, int(round(hp["retain_fraction"] * task.retain_idx.size)))
-  return np.sort(np.random.default_rng([seed, 13]).choice(task.retain_idx, n_keep, replace=False))
+def _bad_teacher_kept(r: Run) -> int:
+  """How many retained rows Bad Teacher distils on: `retain_fraction` of D_r, at least one."""
+  return max(1, int(round(r.hp["retain_fraction"] * r.task.retain_idx.size)))
 
 
-def _bad_teacher_prepare(model, params0, task, hp, seed, cache):
-  bad = model.init(jax.random.key(seed + 100_003), jnp.asarray(task.x_train[:1]))["params"]
-  return {"teacher": params0, "bad": bad}, _bad_teacher_subset(task, hp, seed)
+def _bad_teacher_prepare(r: Run) -> tuple[dict, np.ndarray]:
+  bad = r.model.init(jax.random.key(r.seed + 100_003), jnp.asarray(r.task.x_train[:1]))["params"]
+  subset = np.random.default_rng([r.seed, 13]).choice(r.task.retain_idx, _bad_teacher_kept(r), replace=False)
+  return {"teacher": r.params0, "bad": bad}, np.sort(subset)
 
 
 def _bad_teacher_loss(model, hp):
@@ -261,22 +250,8 @@ def _bad_teacher_loss(model, hp):
   return loss_fn
 
 
-def _bad_teacher_steps(task, hp):
-  n_keep = max(1, int(round(hp["retain_fraction"] * task.retain_idx.size)))
-  return steps_for_epochs(n_keep + task.forget_idx.size, hp["batch_size"], hp["epochs"])
-
-
-def _head_only_batches(c: Ctx) -> Callable[[int], dict]:
-  task, z_all = c.task, c.data
-  r_stream = index_stream(task.retain_idx, c.bsz, c.seed, 2)
-  f_stream = index_stream(task.forget_idx, c.bsz, c.seed, 1)
-  a_stream = index_stream(np.concatenate([task.retain_idx, task.forget_idx]), c.bsz, c.seed, 3)
-
-  def batch_fn(step):
-    (rr, _), (rf, wf), (ra, _) = r_stream(step), f_stream(step), a_stream(step)
-    return {"zr": z_all[rr], "zf": z_all[rf], "wf": wf, "zref": z_all[ra]}
-
-  return batch_fn
+def _bad_teacher_steps(r: Run) -> int:
+  return steps_for_epochs(_bad_teacher_kept(r) + r.task.forget_idx.size, r.hp["batch_size"], r.hp["epochs"])
 
 
 def _head_only_loss(model, hp):
@@ -315,12 +290,12 @@ def _jit_loss(model, hp):
 _BS = dict(batch_size=128)
 SPECS: dict[str, Baseline] = {s.name: s for s in (
     Baseline("retrain", dict(epochs=60.0, lr=1e-3, **_BS), run=pl.run_retrain),
-    Baseline("finetune", dict(epochs=10.0, lr=1e-3, **_BS), lambda m, hp: retain_ce_loss(m), _rf(forget=False),
-             _over("retain")),
+    Baseline("finetune", dict(epochs=10.0, lr=1e-3, **_BS), lambda m, hp: retain_ce_loss(m),
+             partial(rf_batches, forget=False), _over("retain")),
     Baseline("grad_ascent", dict(epochs=5.0, lr=1e-4, min_steps=0, **_BS), _forget_ce_loss("yf", -1.0, "forget_ce"),
-             _rf(retain=False), _over("forget", floor=True)),
+             partial(rf_batches, retain=False), _over("forget", floor=True)),
     # 1 - alpha is formed on the host (in double precision) and sent as its own value.
-    Baseline("neggrad_plus", dict(epochs=3.0, lr=5e-4, alpha=0.95, **_BS), _neggrad_loss, _rf(), _over("retain"),
+    Baseline("neggrad_plus", dict(epochs=3.0, lr=5e-4, alpha=0.95, **_BS), _neggrad_loss, rf_batches, _over("retain"),
              lambda hp: {"alpha": hp["alpha"], "one_minus_alpha": 1.0 - hp["alpha"]}),
     Baseline("random_labels", dict(epochs=3.0, lr=1e-3, **_BS), _random_label_loss, _random_label_batches,
              _over("retain")),
@@ -328,22 +303,21 @@ SPECS: dict[str, Baseline] = {s.name: s for s in (
     Baseline("salun", dict(epochs=3.0, lr=1e-3, mask_fraction=0.5, **_BS), _random_label_loss, _random_label_batches,
              _over("retain"), prepare=_salun_prepare),
     Baseline("scrub", dict(max_epochs=2, min_epochs=3, lr=5e-4, alpha=1.0, gamma=1.0, **_BS), _scrub_loss,
-             _scrub_batches, lambda task, hp: len(_scrub_phases(task, hp)),
-             lambda hp: {"alpha": hp["alpha"], "gamma": hp["gamma"]},
-             prepare=lambda model, params0, *_: ({"teacher": params0}, None)),
+             _scrub_batches, lambda r: len(_scrub_phases(r)), lambda hp: {"alpha": hp["alpha"], "gamma": hp["gamma"]},
+             prepare=lambda r: ({"teacher": r.params0}, None)),
     Baseline("boundary_shrink", dict(epochs=10.0, lr=1e-4, eps=0.25, min_steps=0, **_BS),
              _forget_ce_loss("yb", 1.0, "neighbour_ce"), _boundary_batches, _over("forget", floor=True),
              prepare=_boundary_prepare),
     Baseline("bad_teacher", dict(epochs=3.0, lr=1e-4, retain_fraction=0.3, temperature=1.0, **_BS), _bad_teacher_loss,
-             lambda c: rf_batches(c.task, c.bsz, c.seed, retain_idx=c.data), _bad_teacher_steps,
+             lambda r: rf_batches(r, retain_idx=r.data), _bad_teacher_steps,
              lambda hp: {"temperature": hp["temperature"]}, prepare=_bad_teacher_prepare),
     Baseline("head_only", dict(beta=0.01, lr=1e-3, epochs=5.0, min_steps=200, **_BS), _head_only_loss,
-             _head_only_batches, _over("forget", floor=True), lambda hp: {"beta": hp["beta"]},
-             prepare=lambda model, params0, task, hp, seed, cache: (
-                 {"model": params0}, encode_rows(model, params0, task.x_train, cache)),
+             lambda r: feature_batches(r.data, r.task.retain_idx, r.task.forget_idx, r.hp["batch_size"], r.seed),
+             _over("forget", floor=True), lambda hp: {"beta": hp["beta"]},
+             prepare=lambda r: ({"model": r.params0}, encode_rows(r.model, r.params0, r.task.x_train, r.cache)),
              frozen=(r"^encoder/",)),
     Baseline("jit", dict(epochs=1.0, lr=1e-4, sigma=0.1, num_perturb=4, min_steps=0, **_BS), _jit_loss,
-             _rf(retain=False), _over("forget", floor=True), lambda hp: {"sigma": hp["sigma"]}),
+             partial(rf_batches, retain=False), _over("forget", floor=True), lambda hp: {"sigma": hp["sigma"]}),
     Baseline("emmn", pl.EMMN_DEFAULTS, run=pl.run_emmn),
     Baseline("sisa", pl.SISA_DEFAULTS, run=pl.run_sisa),
     Baseline("unsir", pl.UNSIR_DEFAULTS, run=pl.run_unsir),
@@ -355,20 +329,16 @@ def hyperparameters(name: str, overrides: Mapping[str, Any] | None = None) -> di
   """The spec's defaults with `overrides` cast to each default's type (unknown keys are errors)."""
   if name not in SPECS:
     raise ValueError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES + ZERO_SHOT_BASELINES)}")
-  hp = dict(SPECS[name].defaults)
-  for k, v in dict(overrides or {}).items():
-    if k not in hp:
-      raise ValueError(f"unknown hyper-parameter {k!r} for {name}; expected {sorted(hp)}")
-    hp[k] = type(hp[k])(v) if not isinstance(hp[k], float) else float(v)
-  return hp
+  defaults, given = SPECS[name].defaults, dict(overrides or {})
+  core.reject_unknown(given, sorted(defaults), name)
+  return defaults | {k: type(defaults[k])(v) for k, v in given.items()}
 
 
-def _single_fit(spec: Baseline, hp, model, params0, task, seed, cache, train_config) -> FitOutput:
-  extra, data = spec.prepare(model, params0, task, hp, seed, cache) if spec.prepare else (None, None)
-  bsz, steps = hp["batch_size"], spec.steps(task, hp)
-  batches = with_values(spec.batches(Ctx(task, hp, seed, bsz, steps, data)), bsz, **spec.values(hp))
-  return pl.fit(spec.name, params0, spec.loss(model, hp), hp, batches, steps, seed, extra, cache, model, train_config,
-                frozen=spec.frozen)
+def _single_fit(spec: Baseline, r: Run) -> FitOutput:
+  extra, data = spec.prepare(r) if spec.prepare else (None, None)
+  r = r._replace(steps=spec.steps(r), data=data)
+  batches = with_values(spec.batches(r), r.hp["batch_size"], **spec.values(r.hp))
+  return pl.fit(r, spec.name, r.params0, spec.loss(r.model, r.hp), batches, r.steps, extra=extra, frozen=spec.frozen)
 
 
 def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask, *, seed: int,
@@ -379,7 +349,7 @@ def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask
   Raises `NotApplicable` when the method does not apply to the task."""
   hp, spec = hyperparameters(name, overrides), SPECS[name]
   t0 = time.perf_counter()
-  fit = (spec.run or (lambda *a: _single_fit(spec, *a)))(hp, model, params0, task, seed, cache, train_config)
+  fit = (spec.run or partial(_single_fit, spec))(Run(hp, model, params0, task, seed, cache, train_config))
   # Pre-computations (masks, FGSM labels, features) count in the wall time; the steady time removes
   # only the fits' compiling first steps. SISA: only the retrained shards (the others predate the request).
   wall = fit.wall_s if name in ENSEMBLES else time.perf_counter() - t0

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 from jaxml.core.types import Params
 from jaxml.nn.mlp import MLP
 
-__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Classifier", "encode", "head_logits", "logits",
-           "head_kernel", "make_classifier"]
+__all__ = ["MLPEncoder", "MLPClassifier", "Conv1DEncoder", "Classifier", "encode", "head_logits", "head_kernel",
+           "make_classifier"]
 
 
 class MLPEncoder(nn.Module):
@@ -77,11 +77,6 @@ def encode(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
 def head_logits(model: nn.Module, params: Params, z: jax.Array) -> jax.Array:
   """h(z) = z W + b: [B, D] -> [B, C]."""
   return model.apply({"params": params}, z, method=_head)
-
-
-def logits(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
-  """h(g(x)): [B, ...] -> [B, C]."""
-  return model.apply({"params": params}, x)
 
 
 def head_kernel(params: Params) -> jax.Array:

@@ -1,5 +1,5 @@
 """The shared pieces of the baselines (CE, KL, batches, one timed fit) and the multi-stage ones, each a
-`run(hp, model, params0, task, seed, cache, train_config) -> FitOutput`:
+`run(Run) -> FitOutput`:
 
   retrain  CE on D_r from a fresh init with the original recipe (gold standard)
   emmn     zero-shot: error-max / error-min noise against the frozen model, then impair / repair
@@ -10,7 +10,7 @@
 """
 
 import time
-from typing import Any, Callable, Mapping, MutableMapping
+from typing import Any, Callable, Mapping, MutableMapping, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -24,9 +24,9 @@ from jaxml.unlearning.losses import weighted_mean
 from jaxml.unlearning.sampling import index_stream, steps_for_epochs, structure, value, with_values
 from jaxml.unlearning.task import UnlearningTask
 
-__all__ = ["EMMN_DEFAULTS", "GKT_DEFAULTS", "SISA_DEFAULTS", "UNSIR_DEFAULTS", "NotApplicable", "ce", "fit", "kl",
-           "retain_ce_loss", "rf_batches", "run_emmn", "run_gkt", "run_retrain", "run_sisa", "run_unsir", "shard_of",
-           "train_classifier"]
+__all__ = ["EMMN_DEFAULTS", "GKT_DEFAULTS", "SISA_DEFAULTS", "UNSIR_DEFAULTS", "NotApplicable", "Run", "ce", "fit",
+           "kl", "retain_ce_loss", "rf_batches", "run_emmn", "run_gkt", "run_retrain", "run_sisa", "run_unsir",
+           "shard_of", "train_classifier"]
 
 EMMN_DEFAULTS = dict(noise_per_class=16, noise_steps=400, noise_lr=0.1, noise_l2=0.01, impair_steps=2, impair_lr=0.01,
                      repair_steps=2, repair_lr=0.01)
@@ -48,6 +48,22 @@ class NotApplicable(ValueError):
   """The baseline does not apply to this regime (e.g. class-level zero-shot methods)."""
 
 
+class Run(NamedTuple):
+  """One baseline run: its settings, the classifier, the trained parameters it starts from, the task, seed,
+  compile cache and `core.train` settings; `steps` and `data` (a spec's step count and what its `prepare`
+  computed) once the driver has them."""
+
+  hp: Mapping[str, Any]
+  model: nn.Module
+  params0: Any
+  task: UnlearningTask
+  seed: int
+  cache: MutableMapping | None = None
+  train_config: Mapping[str, Any] | None = None
+  steps: int = 0
+  data: Any = None
+
+
 def ce(logits: jax.Array, y: jax.Array, w: jax.Array | None = None) -> jax.Array:
   """Mean CE [B, C], [B] -> scalar (weighted by w [B] when given)."""
   per = optax.softmax_cross_entropy_with_integer_labels(logits, y)
@@ -61,13 +77,14 @@ def kl(teacher_logits: jax.Array, student_logits: jax.Array, temperature: float 
   return jnp.sum(jnp.exp(lt) * (lt - ls), axis=-1)
 
 
-def fit(key: str, params, loss_fn, hp, batch_fn, num_steps, seed, extra, cache, model, train_config, *,
-        frozen: tuple[str, ...] = (), lr_key: str = "lr", name: str | None = None, shape: tuple = ()) -> FitOutput:
-  """One `fit_params` run at the learning rate hp[lr_key] (an array: a grid over it compiles once),
+def fit(r: Run, key: str, params: Any, loss_fn: Callable, batch_fn: Callable[[int], dict], num_steps: int, *,
+        extra: Any = None, frozen: tuple[str, ...] = (), lr_key: str = "lr", name: str | None = None,
+        shape: tuple = ()) -> FitOutput:
+  """One `fit_params` run of `r` at the learning rate r.hp[lr_key] (an array: a grid over it compiles once),
   its compiled step cached under (key, the settings' structure, model, shape)."""
-  return fit_params((key, structure(hp), model, *shape), loss_fn, params, batch_fn, num_steps=num_steps, seed=seed,
-                    lr=hp[lr_key], train_config=train_config, extra=extra, frozen=frozen, cache=cache,
-                    name=name or key)
+  return fit_params((key, structure(r.hp), r.model, *shape), loss_fn, params, batch_fn, num_steps=num_steps,
+                    seed=r.seed, lr=r.hp[lr_key], train_config=r.train_config, extra=extra, frozen=frozen,
+                    cache=r.cache, name=name or key)
 
 
 def _take(task: UnlearningTask, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,11 +98,12 @@ def retain_ce_loss(model: nn.Module) -> Callable:
   return loss_fn
 
 
-def rf_batches(task: UnlearningTask, bsz: int, seed: int, *, retain: bool = True, forget: bool = True,
+def rf_batches(r: Run, *, retain: bool = True, forget: bool = True,
                retain_idx: np.ndarray | None = None) -> Callable[[int], dict]:
   """Batches {xr, yr, ir} from D_r (or `retain_idx`) and {xf, yf, wf, if} from D_f (ir / if = row indices)."""
-  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, seed, 2)
-  f_stream = index_stream(task.forget_idx, bsz, seed, 1)
+  task, bsz = r.task, r.hp["batch_size"]
+  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, r.seed, 2)
+  f_stream = index_stream(task.forget_idx, bsz, r.seed, 1)
 
   def batch_fn(step):
     out = {}
@@ -115,13 +133,13 @@ def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTa
     return {"xr": x, "yr": y, "ir": r.astype(np.int32)}
 
   steps = steps_for_epochs(len(rows), hp["batch_size"], hp["epochs"])
-  return fit("train", params, retain_ce_loss(model), hp, batch_fn, steps, seed, None, cache, model, train_config,
-             name=name)
+  return fit(Run(hp, model, None, task, seed, cache, train_config), "train", params, retain_ce_loss(model), batch_fn,
+             steps, name=name)
 
 
-def run_retrain(hp, model, params0, task, seed, cache, train_config) -> FitOutput:
-  return train_classifier(hp, model, task, task.retain_idx, seed=seed, cache=cache, name="retrain",
-                          train_config=train_config)
+def run_retrain(r: Run) -> FitOutput:
+  return train_classifier(r.hp, r.model, r.task, r.task.retain_idx, seed=r.seed, cache=r.cache, name="retrain",
+                          train_config=r.train_config)
 
 
 def _chain(*fits: FitOutput) -> FitOutput:
@@ -148,28 +166,34 @@ def _noise_loss(model: nn.Module, rows: int, clamp: bool, sign_key: str | None) 
   return loss_fn
 
 
-def run_emmn(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+def _fit_noise(r: Run, key: str, labels: np.ndarray, batch: dict, offset: int, clip: bool, sign_key: str | None,
+               **values: float) -> FitOutput:
+  """Learns one noise input per label (`_noise_loss`) from N(0, I), seeded by seed + offset."""
+  noise0 = jax.random.normal(jax.random.key(r.seed + offset), (labels.size,) + r.task.x_train.shape[1:], jnp.float32)
+  batches = with_values(lambda s: batch, labels.size, noise_l2=r.hp["noise_l2"], **values)
+  return fit(r, key, {"noise": noise0}, _noise_loss(r.model, labels.size, clip, sign_key), batches,
+             r.hp["noise_steps"], extra={"model": r.params0}, lr_key="noise_lr", shape=(labels.size,))
+
+
+def run_emmn(r: Run) -> FitOutput:
   """Zero-shot (no training data): noise learnt against the frozen model, then impair / repair."""
+  hp, task, model = r.hp, r.task, r.model
   _needs_classes("emmn", task)
   k, forget = hp["noise_per_class"], list(task.forget_classes)
   keep = [c for c in range(task.num_classes) if c not in forget]
   labels = np.asarray([c for c in forget for _ in range(k)] + [c for c in keep for _ in range(k)], np.int32)
   signs = np.asarray([-1.0] * (k * len(forget)) + [1.0] * (k * len(keep)), np.float32)
-  noise0 = jax.random.normal(jax.random.key(seed + 7), (labels.size,) + task.x_train.shape[1:], jnp.float32)
-  shape = (labels.size,)
-  noise_batches = with_values(lambda s: {"y": labels, "sign": signs}, labels.size, noise_l2=hp["noise_l2"])
-  fit_n = fit("emmn_noise", {"noise": noise0}, _noise_loss(model, labels.size, False, "sign"), hp, noise_batches,
-              hp["noise_steps"], seed, {"model": params0}, cache, model, tc, lr_key="noise_lr", shape=shape)
+  fit_n = _fit_noise(r, "emmn_noise", labels, {"y": labels, "sign": signs}, 7, False, "sign")
 
   def ce_loss(params, batch, rng, extra):
     return ce(model.apply({"params": params}, batch["x"]), batch["y"], batch["w"]), {}
 
   impair = {"x": np.asarray(fit_n.params["noise"]), "y": labels, "w": np.ones(labels.size, np.float32)}
-  fit_i = fit("emmn_impair", params0, ce_loss, hp, lambda s: impair, hp["impair_steps"], seed, None, cache, model, tc,
-              lr_key="impair_lr", shape=shape)
+  fit_i = fit(r, "emmn_impair", r.params0, ce_loss, lambda s: impair, hp["impair_steps"], lr_key="impair_lr",
+              shape=(labels.size,))
   repair = impair | {"w": (signs > 0).astype(np.float32)}     # error-minimising (retained-class) noise only
-  fit_r = fit("emmn_repair", fit_i.params, ce_loss, hp, lambda s: repair, hp["repair_steps"], seed, None, cache,
-              model, tc, lr_key="repair_lr", shape=shape)
+  fit_r = fit(r, "emmn_repair", fit_i.params, ce_loss, lambda s: repair, hp["repair_steps"], lr_key="repair_lr",
+              shape=(labels.size,))
   return _chain(fit_n, fit_i, fit_r)
 
 
@@ -181,21 +205,21 @@ def shard_of(n: int, shards: int, seed: int) -> np.ndarray:
   return out
 
 
-def run_sisa(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+def run_sisa(r: Run) -> FitOutput:
   """SISA: shard models trained on disjoint shards of D; an unlearning request retrains (from a fresh
   init, on the shard's retained rows) only the shards that hold forget rows. The shards without
   forget rows are trained before the request (deployment time, not counted); params are stacked."""
+  hp, task = r.hp, r.task
   n, shards = task.x_train.shape[0], hp["shards"]
-  sid = shard_of(n, shards, seed)
+  sid = shard_of(n, shards, r.seed)
   affected = set(np.unique(sid[task.forget_idx]).tolist())
-  keep = np.ones(n, bool)
-  keep[task.forget_idx] = False
+  keep = ~np.isin(np.arange(n), task.forget_idx)
   train_hp = {k: hp[k] for k in ("epochs", "lr", "batch_size")}
   models, timed = [], []
   for s in range(shards):
     rows = np.flatnonzero((sid == s) & keep) if s in affected else np.flatnonzero(sid == s)
-    fit_s = train_classifier(train_hp, model, task, rows, seed=seed * 1000 + s, cache=cache, name=f"sisa_{s}",
-                             train_config=tc)
+    fit_s = train_classifier(train_hp, r.model, task, rows, seed=r.seed * 1000 + s, cache=r.cache,
+                             name=f"sisa_{s}", train_config=r.train_config)
     models.append(fit_s.params)
     timed += [fit_s] if s in affected else []
   stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
@@ -210,18 +234,16 @@ def _retain_subset(task: UnlearningTask, per_class: int, seed: int) -> np.ndarra
                                  for c in np.unique(y[task.retain_idx])]))
 
 
-def run_unsir(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+def run_unsir(r: Run) -> FitOutput:
   """UNSIR: error-maximising noise (label: the forget class), impair on noise + a retain subset, repair
   on the retain subset (SGD with momentum). Needs forgotten classes."""
+  hp, task, model, seed = r.hp, r.task, r.model, r.seed
   _needs_classes("unsir", task)
   bsz, labels = hp["batch_size"], np.repeat(np.asarray(task.forget_classes, np.int32), hp["noise_copies"])
-  noise0 = jax.random.normal(jax.random.key(seed + 31), (labels.size,) + task.x_train.shape[1:], jnp.float32)
-  nb = with_values(lambda s: {"y": labels}, labels.size, noise_l2=hp["noise_l2"], clamp=hp["noise_clamp"])
-  fit_n = fit("unsir_noise", {"noise": noise0}, _noise_loss(model, labels.size, True, None), hp, nb, hp["noise_steps"],
-              seed, {"model": params0}, cache, model, tc, lr_key="noise_lr", shape=(labels.size,))
+  fit_n = _fit_noise(r, "unsir_noise", labels, {"y": labels}, 31, True, None, clamp=hp["noise_clamp"])
   noise = np.clip(np.asarray(fit_n.params["noise"]), -hp["noise_clamp"], hp["noise_clamp"])
   subset = _retain_subset(task, hp["retain_per_class"], seed)
-  sgd = dict(tc or {}) | {"optim": {"name": "sgd", "momentum": hp["momentum"]}}
+  sgd = r._replace(train_config=dict(r.train_config or {}) | {"optim": {"name": "sgd", "momentum": hp["momentum"]}})
   r_stream, n_stream = index_stream(subset, bsz, seed, 5), index_stream(np.arange(labels.size), bsz, seed, 6)
 
   def impair_batch(step):
@@ -235,12 +257,11 @@ def run_unsir(hp, model, params0, task, seed, cache, tc) -> FitOutput:
     return ce_r + ce_n, {"retain_ce": ce_r, "noise_ce": ce_n}
 
   n_imp = steps_for_epochs(subset.size + labels.size, bsz, hp["impair_epochs"])
-  fit_i = fit("unsir_impair", params0, impair_loss, hp, impair_batch, n_imp, seed, None, cache, model, sgd,
-              lr_key="impair_lr", shape=(labels.size,))
-  fit_r = fit("unsir_repair", fit_i.params, retain_ce_loss(model), hp,
+  fit_i = fit(sgd, "unsir_impair", r.params0, impair_loss, impair_batch, n_imp, lr_key="impair_lr",
+              shape=(labels.size,))
+  fit_r = fit(sgd, "unsir_repair", fit_i.params, retain_ce_loss(model),
               lambda s: {k: v for k, v in impair_batch(s + n_imp).items() if k in ("xr", "yr")},
-              steps_for_epochs(subset.size, bsz, hp["repair_epochs"]), seed, None, cache, model, sgd,
-              lr_key="repair_lr")
+              steps_for_epochs(subset.size, bsz, hp["repair_epochs"]), lr_key="repair_lr")
   return _chain(fit_n, fit_i, fit_r)
 
 
@@ -310,16 +331,16 @@ def _gkt_program(model: nn.Module, gen: nn.Module, hp: Mapping[str, Any]) -> Cal
   return jax.jit(run)
 
 
-def run_gkt(hp, model, params0, task, seed, cache, tc) -> FitOutput:
+def run_gkt(r: Run) -> FitOutput:
   """GKT (zero-shot): `_gkt_program` from a fresh student (no data is read; the first training input
-  only gives the student's shapes). Its own jitted program, not `core.train`, so `tc` is unused."""
+  only gives the student's shapes). Its own jitted program, not `core.train`, so `r.train_config` is unused."""
+  hp, model, task, cache, params0 = r.hp, r.model, r.task, r.cache, r.params0
   _needs_classes("gkt", task)
   shape = tuple(task.x_train.shape[1:])
   gen = _Generator(shape, hp["generator_hidden"])
-  forget_mask = np.zeros(task.num_classes, np.float32)
-  forget_mask[list(task.forget_classes)] = 1.0
+  forget_mask = np.isin(np.arange(task.num_classes), task.forget_classes).astype(np.float32)
   run = cached(cache, ("gkt", model, shape, structure(hp)), lambda: _gkt_program(model, gen, hp))
-  k_gen, k_student, k_run = jax.random.split(jax.random.key(seed + 41), 3)
+  k_gen, k_student, k_run = jax.random.split(jax.random.key(r.seed + 41), 3)
   gp = gen.init(k_gen, jnp.zeros((1, hp["z_dim"])))["params"]
   sp = model.init(k_student, jnp.asarray(task.x_train[:1]))["params"]
   args = (jnp.float32(hp["temperature"]), jnp.float32(hp["at_beta"]), jnp.float32(hp["threshold"]),

@@ -68,8 +68,7 @@ def first_sweep_cells(rows: list[dict]) -> list[str]:
 
 def mean(rows: list[dict], key: str) -> float:
   """Mean of metrics[key] over the rows that have it (nan when none has)."""
-  v = [r["metrics"].get(key) for r in rows]
-  v = [x for x in v if x is not None]
+  v = [r["metrics"][key] for r in rows if r["metrics"].get(key) is not None]
   return float(np.mean(v)) if v else float("nan")
 
 
@@ -80,12 +79,11 @@ def _per_cell(rows: list[dict], cs: list[str], method: str, key: str) -> list[fl
 def pooled_sweep(rows: list[dict]) -> tuple[list[dict], list[str]]:
   """The sweep's rows with every forgotten class of a dataset in one cell (for the paper's columns
   as mean ± std over classes and seeds), and those cells."""
-  pooled, names = [], {}
+  sweep, pooled, names = sweep_cells(rows), [], {}
   for r in rows:
-    if r["dataset"] in sweep_cells(rows):
+    if r["dataset"] in sweep:
       ds = r["dataset"].split("/")[0]
-      k = len({c for c in sweep_cells(rows) if c.startswith(ds + "/")})
-      names[ds] = f"{ds}/class: mean ± std over {k} forgotten classes x seeds"
+      names[ds] = f"{ds}/class: mean ± std over {sum(c.startswith(ds + '/') for c in sweep)} forgotten classes x seeds"
       pooled.append(r | {"dataset": names[ds]})
   return pooled, [names[d] for d in sorted(names)]
 

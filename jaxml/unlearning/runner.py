@@ -6,7 +6,7 @@ original model, all with the same signature and output.
 
 Settings: the `api.DEFAULTS` keys for RU variants, `baselines.SPECS[name].defaults` otherwise (unknown keys
 are errors). `cache` (one per model) keeps compiled steps; float settings travel as arrays, so a grid
-compiles once. `tune` / `tune_methods` pick settings on a validation task; `compare` runs one forget split."""
+compiles once. `tune` / `choose_settings` pick settings on a validation task; `compare` runs one forget split."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -25,7 +25,7 @@ from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
 __all__ = ["RU_METHODS", "METHODS", "ZERO_SHOT", "ANCHOR_DEFAULTS", "RunOutput", "run_method", "predictor", "tune",
-           "tune_methods", "check_grid", "check_settings", "choose_settings", "mean_collision", "masked_head_shift",
+           "check_grid", "check_settings", "choose_settings", "mean_collision", "masked_head_shift",
            "OVERLAP_K", "knn_other_side", "knn_any", "retained_flips", "representation_overlap", "compare"]
 
 # Our extensions: ru_uniform / ru_zs_uniform move the forget target to the nearest point where the frozen head is
@@ -120,16 +120,14 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
                    lambda: api.make_predict_fn(cfg, model))
     return RunOutput(out.params, lambda x: pred(out.params, x), out.wall_s, out.steady_s, out.fit.num_steps,
                      out.target_info)
-  plain = predictor(model, cache)
   if name == "original":
-    fit = baselines.train_classifier(baselines.hyperparameters("retrain", config), model, task,
+    out = baselines.train_classifier(baselines.hyperparameters("retrain", config), model, task,
                                      np.arange(task.x_train.shape[0]), seed=seed, cache=cache, name="original",
                                      train_config=train_config)
-    return RunOutput(fit.params, lambda x: plain(fit.params, x), fit.wall_s, fit.steady_s, fit.num_steps)
-  out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache,
-                               train_config=train_config)
-  if name in baselines.ENSEMBLES:
-    plain = baselines.ensemble_predictor(model, cache)
+  else:
+    out = baselines.run_baseline(name, model, params0, task, seed=seed, overrides=config, cache=cache,
+                                 train_config=train_config)
+  plain = baselines.ensemble_predictor(model, cache) if name in baselines.ENSEMBLES else predictor(model, cache)
   return RunOutput(out.params, lambda x: plain(out.params, x), out.wall_s, out.steady_s, out.num_steps)
 
 
@@ -158,26 +156,6 @@ def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequen
   return (min(gaps, key=gaps.get) if gaps else None), gaps
 
 
-def tune_methods(grids: Mapping[str, tuple[str, Sequence[Any]]], settings: Mapping[str, Mapping[str, Any]], model,
-                 params0: Any, task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
-                 cache: MutableMapping[Hashable, Any] | None = None,
-                 train_config: Mapping[str, Any] | None = None,
-                 scores: Mapping[str, Callable[[Mapping[str, float]], float]] | None = None,
-                 eval_chunk: int = ev.EVAL_CHUNK) -> tuple[dict[str, dict], dict[str, Any]]:
-  """`tune` for every method of `grids` ({method: (param, values)}, in order), each by its score in
-  `scores` (Avg. Gap to `reference` for a method without one): the chosen settings
-  ({method: {param: value}}, applicable methods only) and a log of the scores (non-finite -> None)."""
-  chosen, log = {}, {}
-  for name, (param, values) in grids.items():
-    best, gaps = tune(name, settings[name], param, values, model, params0, task, reference, seed=seed, cache=cache,
-                      train_config=train_config, score=(scores or {}).get(name), eval_chunk=eval_chunk)
-    if best is not None:
-      chosen[name] = {param: best}
-      log[name] = {"param": param, "chosen": best,
-                   "gaps": {str(k): (v if np.isfinite(v) else None) for k, v in gaps.items()}}
-  return chosen, log
-
-
 def check_settings(name: str, settings: Mapping[str, Any]) -> None:
   """Raises ValueError on a setting method `name` does not have (before anything runs)."""
   if name not in RU_METHODS:
@@ -199,9 +177,11 @@ def choose_settings(grids: Mapping[str, tuple[str, Sequence[Any]]], score_names:
                     cache: MutableMapping[Hashable, Any] | None = None,
                     train_config: Mapping[str, Any] | None = None, eval_chunk: int = ev.EVAL_CHUNK,
                     orig: RunOutput | None = None) -> tuple[dict[str, dict], dict[str, Any], RunOutput]:
-  """On a validation task: the original model (trained unless `orig` is given) and Retrain, then
-  `tune_methods` with each grid's score (`score_names[m]` in `evaluate.SCORES`: Avg. Gap to Retrain, or
-  the bar score against Retrain and the original). Returns (chosen, log naming each score, the original's run)."""
+  """On a validation task: the original model (trained unless `orig` is given) and Retrain, then `tune` for every
+  method of `grids` ({method: (param, values)}, in order) by its grid's score (`score_names[m]` in `evaluate.SCORES`:
+  Avg. Gap to Retrain, or the bar score against Retrain and the original). Returns (the chosen settings
+  {method: {param: value}} of the applicable methods, a log of their scores (non-finite -> None) naming each
+  score, the original's run)."""
   if orig is None:
     orig = run_method("original", settings["original"], model, None, task, seed=seed, cache=cache,
                       train_config=train_config)
@@ -209,9 +189,15 @@ def choose_settings(grids: Mapping[str, tuple[str, Sequence[Any]]], score_names:
                   train_config=train_config)
   ref, ref_orig = (ev.unlearning_metrics(ev.collect_outputs(r.predict, task, eval_chunk), task) for r in (rt, orig))
   scores = {m: ev.scorer(score_names[m], ref, ref_orig) for m in grids}
-  chosen, log = tune_methods(grids, settings, model, orig.params, task, ref, seed=seed, cache=cache,
-                             train_config=train_config, scores=scores, eval_chunk=eval_chunk)
-  return chosen, {m: v | {"score": score_names[m]} for m, v in log.items()}, orig
+  chosen, log = {}, {}
+  for name, (param, values) in grids.items():
+    best, gaps = tune(name, settings[name], param, values, model, orig.params, task, ref, seed=seed, cache=cache,
+                      train_config=train_config, score=scores[name], eval_chunk=eval_chunk)
+    if best is not None:
+      chosen[name] = {param: best}
+      gaps = {str(k): (v if np.isfinite(v) else None) for k, v in gaps.items()}
+      log[name] = {"param": param, "chosen": best, "gaps": gaps, "score": score_names[name]}
+  return chosen, log, orig
 
 
 def mean_collision(model, params: Any, task: UnlearningTask,
@@ -286,8 +272,7 @@ def retained_flips(orig: ev.Outputs, out: ev.Outputs, task: UnlearningTask, mean
   y = np.asarray(task.y_test)[r]
   p0, p1 = np.argmax(orig.logits_test[r], -1), np.argmax(out.logits_test[r], -1)
   flip, fix = (p0 == y) & (p1 != y), (p0 != y) & (p1 == y)
-  is_f = np.zeros(orig.feats_train.shape[0], bool)
-  is_f[task.forget_idx] = True
+  is_f = np.isin(np.arange(orig.feats_train.shape[0]), task.forget_idx)
   near = knn_any(orig.feats_test[r], orig.feats_train, is_f, k)
   pct = lambda a, b: 100.0 * float(a.sum()) / float(b.sum()) if b.any() else float("nan")  # noqa: E731
   return {"flip_r": pct(flip, r[r]), "fix_r": pct(fix, r[r]), "flip_to_mean_cls": pct(flip & (p1 == mean_class), flip),
@@ -302,8 +287,7 @@ def representation_overlap(model, params: Any, task: UnlearningTask, cache: Muta
   if not task.forget_idx.size or not task.retain_idx.size:
     return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
   z = encode_rows(model, params, task.x_train, cache)
-  is_f = np.zeros(z.shape[0], bool)
-  is_f[task.forget_idx] = True
+  is_f = np.isin(np.arange(z.shape[0]), task.forget_idx)
   hit = knn_other_side(z, is_f, k, chunk=chunk)
   return {"retain_knn_forget": 100.0 * float(hit[task.retain_idx].mean()),
           "forget_knn_retain": 100.0 * float(hit[task.forget_idx].mean())}

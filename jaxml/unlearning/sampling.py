@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["index_stream", "steps_for_epochs", "structure", "with_values", "value"]
+__all__ = ["feature_batches", "index_stream", "steps_for_epochs", "structure", "with_values", "value"]
 
 
 def steps_for_epochs(num_rows: int, batch_size: int, epochs: float, *, minimum: int = 1) -> int:
@@ -36,6 +36,21 @@ def index_stream(idx: np.ndarray, batch_size: int, seed: int,
     return rows, np.ones(batch_size, np.float32)
 
   return rows_at
+
+
+def feature_batches(z: np.ndarray, retain_idx: np.ndarray, forget_idx: np.ndarray, batch_size: int, seed: int, *,
+                    y: np.ndarray | None = None, shift: np.ndarray | None = None) -> Callable[[int], dict]:
+  """Batches of cached features z [n, D]: zr from D_r (labels yr from `y` when given), zf with weights wf
+  from D_f, and reference rows zref from D_r and D_f together (moved by `shift` when given)."""
+  r_rows, f_rows = index_stream(retain_idx, batch_size, seed, 2), index_stream(forget_idx, batch_size, seed, 1)
+  all_rows = index_stream(np.concatenate([retain_idx, forget_idx]), batch_size, seed, 3)
+
+  def batch(step: int) -> dict:
+    (rr, _), (rf, wf), (ra, _) = r_rows(step), f_rows(step), all_rows(step)
+    out = {"zr": z[rr], "zf": z[rf], "wf": wf, "zref": z[ra] if shift is None else z[ra] + shift}
+    return out if y is None else out | {"yr": y[rr]}
+
+  return batch
 
 
 def structure(hp: Mapping[str, Any]) -> tuple:

@@ -43,9 +43,7 @@ def class_statistics(y_train: np.ndarray, num_classes: int, forget_classes: Sequ
   training-feature norm: what a deployment would store at training time."""
   counts = np.bincount(np.asarray(y_train), minlength=num_classes).astype(np.float32)
   pi = counts / counts.sum()
-  keep = np.ones(num_classes, bool)
-  keep[list(forget_classes)] = False
-  pi_r = np.where(keep, counts, 0.0)
+  pi_r = np.where(np.isin(np.arange(num_classes), forget_classes), 0.0, counts)
   pi_r = pi_r / max(pi_r.sum(), 1.0)
   return {"pi": pi.astype(np.float32), "pi_retain": pi_r.astype(np.float32),
           "feature_norm": np.asarray(feature_norm, np.float32)}
