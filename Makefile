@@ -38,8 +38,9 @@ demo: install
 test: install
 	$(PY) -m pytest
 
+# Everything, slow tests included; a pass on a clean checkout is recorded in docs/dev/last_full_run.json (commit it).
 test-all: install
-	$(PY) -m pytest -m ''
+	JAXML_RECORD_FULL_RUN=1 $(PY) -m pytest -m ''
 
 bench: install
 	$(PY) -m benchmarks.loop_overhead

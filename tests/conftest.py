@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
+import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -33,10 +34,11 @@ import pytest  # noqa: E402
 jax.config.update("jax_disable_most_optimizations", True)
 
 
-def pytest_sessionfinish(exitstatus):
-  """The process that created the run's compilation cache removes it (not its workers, subprocesses or
-  forks: mutmut's forked workers inherit the folder and must not delete it under each other)."""
-  del exitstatus
+def pytest_sessionfinish(session, exitstatus):
+  """Records a passing full run (`make test-all`); the process that created the run's compilation cache removes
+  it (not its workers, subprocesses or forks: mutmut's forked workers inherit the folder and must not delete it
+  under each other)."""
+  _record_full_run(session, exitstatus)
   if os.environ.get("JAXML_TEST_JAX_CACHE_CREATOR") == str(os.getpid()):
     shutil.rmtree(os.environ["JAXML_TEST_JAX_CACHE"], ignore_errors=True)
 
@@ -50,6 +52,7 @@ def pytest_sessionfinish(exitstatus):
 METHOD_PACKAGES = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward")
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 _LAST_FULL_RUN = _ROOT / "docs" / "dev" / "last_full_run.json"
+_STARTED = time.monotonic()
 
 
 def _area(path: str) -> str:
@@ -116,3 +119,20 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if areas and item.get_closest_marker("slow") and _guards(item.path, areas):
       item.add_marker(pytest.mark.changed)
+
+
+def _record_full_run(session, exitstatus: int) -> None:
+  """After a passing run of every test on a clean checkout (`make test-all` sets JAXML_RECORD_FULL_RUN), writes its
+  commit, pass count and seconds to `docs/dev/last_full_run.json`, the reference of the changed-code selection."""
+  config = session.config
+  if (os.environ.get("JAXML_RECORD_FULL_RUN") != "1" or hasattr(config, "workerinput") or exitstatus != 0
+      or config.option.markexpr or config.option.keyword or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
+    return
+  reporter = config.pluginmanager.get_plugin("terminalreporter")
+  if _git("status", "--porcelain", "--untracked-files=no") != "":
+    reporter.write_line("jaxml: the full run is not recorded: the checkout has uncommitted changes")
+    return
+  record = {"commit": _git("rev-parse", "HEAD").strip(), "command": "make test-all",
+            "passed": len(reporter.stats.get("passed", [])), "seconds": round(time.monotonic() - _STARTED)}
+  _LAST_FULL_RUN.write_text(json.dumps(record) + "\n")
+  reporter.write_line(f"jaxml: full run recorded in {_LAST_FULL_RUN.relative_to(_ROOT)}: {record}")
