@@ -126,7 +126,8 @@ def _record_full_run(session, exitstatus: int) -> None:
   commit, pass count and seconds to `docs/dev/last_full_run.json`, the reference of the changed-code selection."""
   config = session.config
   if (os.environ.get("JAXML_RECORD_FULL_RUN") != "1" or hasattr(config, "workerinput") or exitstatus != 0
-      or config.option.markexpr or config.option.keyword or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
+      or config.option.collectonly or config.option.markexpr or config.option.keyword
+      or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
     return
   reporter = config.pluginmanager.get_plugin("terminalreporter")
   if _git("status", "--porcelain", "--untracked-files=no") != "":
