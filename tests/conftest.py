@@ -85,7 +85,8 @@ def changed_areas() -> tuple[set[str] | None, str]:
     return None, f"last full run's commit {commit[:7]} is not in this clone's history"
   paths = diff.split() + (_git("ls-files", "--others", "--exclude-standard") or "").split()
   areas = {_area(p) for p in paths if _ROOT / p != _LAST_FULL_RUN}
-  return areas, f"changed since the last full run ({commit[:7]}): {', '.join(sorted(areas)) or 'nothing'}"
+  changed = f"changed: {', '.join(sorted(areas))}" if areas else "nothing changed"
+  return areas, f"since the last full run ({commit[:7]}) {changed}"
 
 
 def _guards(test_path: pathlib.Path, areas: set[str]) -> bool:
@@ -98,7 +99,7 @@ def _guards(test_path: pathlib.Path, areas: set[str]) -> bool:
 
 def _selection_line() -> str:
   areas, why = changed_areas()
-  slow = "slow tests run only with -m ''" if areas is None else "the slow tests that guard it join the run"
+  slow = "the slow tests that guard it join the run" if areas else "slow tests run only with -m ''"
   return f"jaxml: {why}; {slow}"
 
 
