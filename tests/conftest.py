@@ -34,11 +34,10 @@ import pytest  # noqa: E402
 jax.config.update("jax_disable_most_optimizations", True)
 
 
-def pytest_sessionfinish(session, exitstatus):
-  """Records a passing full run (`make test-all`); the process that created the run's compilation cache removes
-  it (not its workers, subprocesses or forks: mutmut's forked workers inherit the folder and must not delete it
-  under each other)."""
-  _record_full_run(session, exitstatus)
+def pytest_sessionfinish(exitstatus):
+  """The process that created the run's compilation cache removes it (not its workers, subprocesses or
+  forks: mutmut's forked workers inherit the folder and must not delete it under each other)."""
+  del exitstatus
   if os.environ.get("JAXML_TEST_JAX_CACHE_CREATOR") == str(os.getpid()):
     shutil.rmtree(os.environ["JAXML_TEST_JAX_CACHE"], ignore_errors=True)
 
@@ -108,8 +107,9 @@ def pytest_report_header(config):
   return _selection_line()
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
   terminalreporter.write_line(_selection_line())
+  _record_full_run(terminalreporter, exitstatus, config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -122,15 +122,13 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.changed)
 
 
-def _record_full_run(session, exitstatus: int) -> None:
+def _record_full_run(reporter, exitstatus: int, config) -> None:
   """After a passing run of every test on a clean checkout (`make test-all` sets JAXML_RECORD_FULL_RUN), writes its
   commit, pass count and seconds to `docs/dev/last_full_run.json`, the reference of the changed-code selection."""
-  config = session.config
   if (os.environ.get("JAXML_RECORD_FULL_RUN") != "1" or hasattr(config, "workerinput") or exitstatus != 0
       or config.option.collectonly or config.option.markexpr or config.option.keyword
       or config.args_source != pytest.Config.ArgsSource.TESTPATHS):
     return
-  reporter = config.pluginmanager.get_plugin("terminalreporter")
   if _git("status", "--porcelain", "--untracked-files=no") != "":
     reporter.write_line("jaxml: the full run is not recorded: the checkout has uncommitted changes")
     return
