@@ -45,8 +45,8 @@ def pytest_sessionfinish(exitstatus):
 # Changed-code selection. A slow test also runs in the default suite (`-m 'not slow or changed'`) when the code
 # it guards differs from the last full run's commit (`docs/dev/last_full_run.json`, rewritten after `make test-all`
 # passes): a method package's slow tests guard that package, its experiments, configs and benchmarks (file names
-# starting with the package's name); `tests/test_docs.py` guards the whole tree, docs included; every other slow
-# test guards all the code. A change outside the method packages (core, data, metrics, nn, the launcher, the
+# starting with the package's name); `tests/test_docs.py` (the snippet runs) guards all the code and the pages with
+# runnable snippets; every other slow test guards all the code. A change outside the method packages (core, data, metrics, nn, the launcher, the
 # build files) selects every slow test.
 METHOD_PACKAGES = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward")
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -54,11 +54,15 @@ _LAST_FULL_RUN = _ROOT / "docs" / "dev" / "last_full_run.json"
 _STARTED = time.monotonic()
 
 
-def _area(path: str) -> str:
-  """'docs', the method package a changed file belongs to, or 'shared'."""
+def _area(path: str) -> str | None:
+  """'docs' (a page with runnable snippets), the method package a changed file belongs to, 'shared', or None for a
+  file that no slow test reads (a page without snippets, the full-run record)."""
   p = pathlib.PurePosixPath(path)
+  if _ROOT / path == _LAST_FULL_RUN:
+    return None
   if p.parts[0] == "docs" or p.suffix == ".md":
-    return "docs"
+    page = _ROOT / path
+    return "docs" if not page.exists() or "<!-- runnable -->" in page.read_text() else None
   if p.parts[0] in ("jaxml", "tests") and len(p.parts) > 2 and p.parts[1] in METHOD_PACKAGES:
     return p.parts[1]
   if p.parts[0] in ("experiments", "configs", "benchmarks"):
@@ -83,7 +87,7 @@ def changed_areas() -> tuple[set[str] | None, str]:
   if diff is None:
     return None, f"last full run's commit {commit[:7]} is not in this clone's history"
   paths = diff.split() + (_git("ls-files", "--others", "--exclude-standard") or "").split()
-  areas = {_area(p) for p in paths if _ROOT / p != _LAST_FULL_RUN}
+  areas = {_area(p) for p in paths} - {None}
   changed = f"changed: {', '.join(sorted(areas))}" if areas else "nothing changed"
   return areas, f"since the last full run ({commit[:7]}) {changed}"
 
@@ -98,7 +102,7 @@ def _guards(test_path: pathlib.Path, areas: set[str]) -> bool:
 
 def _selection_line() -> str:
   areas, why = changed_areas()
-  slow = "the slow tests that guard it join the run" if areas else "slow tests run only with -m ''"
+  slow = "the slow tests that guard it join the default run" if areas else "slow tests run only with -m ''"
   return f"jaxml: {why}; {slow}"
 
 

@@ -12,7 +12,8 @@ def test_each_file_belongs_to_its_method_or_to_the_shared_code():
   assert area("jaxml/sol/losses.py") == "sol" and area("tests/sol/test_train.py") == "sol"
   assert area("experiments/smile_uci.py") == area("configs/smile_uci.py") == area("benchmarks/smile_cost.py") == "smile"
   assert area("experiments/emf_summary.py") == "emf" and area("experiments/causal_reward.py") == "causal_reward"
-  assert area("docs/methods/sol.md") == area("README.md") == "docs"
+  assert area("docs/methods/sol.md") == area("README.md") == "docs"        # pages with runnable snippets
+  assert area("docs/dev/tests.md") is None and area("docs/dev/last_full_run.json") is None
   for shared in ("jaxml/core/loop.py", "experiments/common.py", "configs/common.py", "tests/conftest.py",
                  "tests/test_configs.py", "pyproject.toml", "data/MANIFEST.sha256", "jaxml/metrics/ood.py"):
     assert area(shared) == "shared", shared
