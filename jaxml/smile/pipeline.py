@@ -23,11 +23,10 @@ from jaxml import core
 from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, auto_l, baselines, chains, kernel, targets
 
-__all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid",
-           "member_plan", "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id",
-           "combo_chain_ids", "family_hypers", "group_hypers", "TUNED_PSMILE", "AUTO", "config_keys", "row_key",
-           "check_extension", "extend_grid", "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split",
-           "run_classification"]
+__all__ = ["METHODS", "SMILE_VARIANTS", "TUNED_PSMILE", "Samplers", "sampler_batch_size", "schedule", "step_grid",
+           "member_plan", "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "combo_chain_ids",
+           "family_hypers", "group_hypers", "config_keys", "row_key", "check_extension", "extend_grid", "fit_ensemble",
+           "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "psmile_auto",
            "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")

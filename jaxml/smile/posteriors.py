@@ -6,7 +6,6 @@ funnel; moments by quadrature over log τ), `correlated_gaussian` (ρ = 0.95), `
 minibatches over time points), all exact. `suite(root)` builds them; `root` holds `uci/` and `posteriors/`."""
 
 import os
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -159,26 +158,21 @@ def ar1_latent(length: int = 40, phi: float = 0.9, sigma: float = 0.5, noise: fl
   return Check("ar1", logdensity_fn, data, batch_size, mean, np.sqrt(np.diag(cov)), 0.5)
 
 
-def _builders(root: str) -> dict[str, Callable[[], Check]]:
-  return {"linreg": checks.linear_regression, "logreg": lambda: synthetic_logistic(root),
-          "gauss": checks.anisotropic_gaussian, "funnel": checks.funnel,
-          "logreg_boston": lambda: uci_logistic(root, "boston"),
-          "logreg_concrete": lambda: uci_logistic(root, "concrete"),
-          "eight_schools": eight_schools, "corr_gauss": correlated_gaussian, "banana": banana, "ar1": ar1_latent}
-
-
 def suite(root: str, names: tuple[str, ...] = SUITE) -> list[Check]:
   """The named targets (default: all ten), in order."""
-  build = _builders(root)
+  build = {"linreg": checks.linear_regression, "logreg": lambda: synthetic_logistic(root),
+           "gauss": checks.anisotropic_gaussian, "funnel": checks.funnel,
+           "logreg_boston": lambda: uci_logistic(root, "boston"),
+           "logreg_concrete": lambda: uci_logistic(root, "concrete"),
+           "eight_schools": eight_schools, "corr_gauss": correlated_gaussian, "banana": banana, "ar1": ar1_latent}
   return [build[name]() for name in names]
 
 
 def write_references(root: str, *, num_chains: int = 4, num_warmup: int = 2000, num_samples: int = 5000,
                      seed: int = 0) -> dict[str, float]:
   """Multi-chain NUTS references of the three logistic regressions -> <root>/posteriors/*.npz; name -> R-hat."""
-  targets = {"logreg_synthetic": synthetic_logistic(root, reference=False)}
-  for name in UCI_LOGISTIC:
-    targets[f"logreg_{name}"] = uci_logistic(root, name, reference=False)
+  targets = {"logreg_synthetic": synthetic_logistic(root, reference=False),
+             **{f"logreg_{name}": uci_logistic(root, name, reference=False) for name in UCI_LOGISTIC}}
   os.makedirs(os.path.join(root, "posteriors"), exist_ok=True)
   rhats = {}
   for name, check in targets.items():
