@@ -31,21 +31,6 @@ HMC_GRID = (0.03, 0.1, 0.3, 1.0)        # SGHMC ε (unit mass: a leapfrog step) 
 SGHMC_STEPS = 10                        # blackjax.sghmc's default integration steps per minibatch
 
 
-def sampler_kernel(make: Callable[[jax.Array], kernel.Sampler]) -> chains.ChainKernel:
-  """A `Sampler` factory ε₀ -> Sampler as a ChainKernel; hyper "step_size" is each chain's ε₀."""
-
-  def init(position, minibatch, rng, hyper):
-    return make(hyper["step_size"]).init(position, minibatch, rng)
-
-  def step(rng, state, minibatch, t):
-    del t
-    state, info = make(jnp.ones(())).step(rng, state, minibatch)   # ε₀ lives in the state
-    return state, {"logdensity": info.logdensity, "reset": info.reset, "nonfinite": ~info.nonans,
-                   "step_size": info.step_size}
-
-  return chains.ChainKernel(init, step, lambda s: s.position, make(jnp.ones(())).grads_per_step)
-
-
 def sg_kernel(logdensity_fn: Callable, hmc: bool = False) -> chains.ChainKernel:
   """blackjax.sgld, or blackjax.sghmc (momentum resampled per minibatch, SGHMC_STEPS Euler steps on it), with
   the gradient of the (already N/b-scaled) minibatch log posterior."""
@@ -59,32 +44,34 @@ def sg_kernel(logdensity_fn: Callable, hmc: bool = False) -> chains.ChainKernel:
   def step(rng, state, minibatch, t):
     del t
     position = algo.step(rng, state["position"], minibatch, state["step_size"])
-    return {**state, "position": position}, _sg_info(position, state["step_size"])
+    info = {"logdensity": jnp.zeros(()), "reset": jnp.zeros((), bool), "nonfinite": ~jnp.all(jnp.isfinite(position)),
+            "step_size": state["step_size"]}
+    return {**state, "position": position}, info
 
   return chains.ChainKernel(init, step, lambda s: s["position"], SGHMC_STEPS if hmc else 1)
 
 
-def _sg_info(position: jax.Array, eps: jax.Array) -> dict:
-  return {"logdensity": jnp.zeros(()), "reset": jnp.zeros((), bool), "nonfinite": ~jnp.all(jnp.isfinite(position)),
-          "step_size": eps}
-
-
 def _auto(**kw: Any) -> Callable:
-  return lambda f, total: sampler_kernel(lambda e: auto_l.psmile(f, step_size=e, num_steps=total, **kw))
+  """`auto_l.psmile` with keywords `kw` on each chain's ε₀, as a factory (logdensity_fn, total steps) -> kernel."""
+  return lambda f, total: chains.auto_chain_kernel(lambda e: auto_l.psmile(f, step_size=e, num_steps=total, **kw))
+
+
+def _bare(**kw: Any) -> Callable:
+  """`kernel.psmile` (L = ∞) with keywords `kw`, as `_auto`."""
+  return lambda f, total: chains.auto_chain_kernel(lambda e: kernel.psmile(f, step_size=e, **kw))
 
 
 # short name -> (row name, factory(logdensity_fn, total pSMILE steps) -> ChainKernel, grid kind)
 METHODS = {
     "auto": ("pSMILE auto-L", _auto(), "eps"),
     "auto_ref": ("auto-L, tuner ref", _auto(tuner=adapt.ref_tuner()), "eps"),
-    "auto_virial": ("auto-L, tuner virial", lambda f, total: sampler_kernel(lambda e: auto_l.psmile(
+    "auto_virial": ("auto-L, tuner virial", lambda f, total: chains.auto_chain_kernel(lambda e: auto_l.psmile(
         f, step_size=e, num_steps=total, tuner=adapt.virial_tuner(adapt_steps=total // 2))), "eps"),
     "auto_l02": ("auto-L, l_factor 0.2", _auto(l_factor=0.2), "eps"),
     "auto_l04": ("auto-L, l_factor 0.4", _auto(l_factor=0.4), "eps"),
     "auto_l1": ("auto-L, l_factor 1", _auto(l_factor=1.0), "eps"),
-    "inf": ("pSMILE L=inf", lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e)), "eps"),
-    "naive": ("pSMILE L=inf naive",
-              lambda f, total: sampler_kernel(lambda e: kernel.psmile(f, step_size=e, tuner=adapt.fixed_tuner())), "eps"),
+    "inf": ("pSMILE L=inf", _bare(), "eps"),
+    "naive": ("pSMILE L=inf naive", _bare(tuner=adapt.fixed_tuner()), "eps"),
     "sgld": ("SGLD", lambda f, total: sg_kernel(f), "sg"),
     "sghmc": ("SGHMC", lambda f, total: sg_kernel(f, hmc=True), "hmc"),
     "mclmc": ("MCLMC (full batch)", None, None),

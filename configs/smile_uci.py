@@ -64,10 +64,7 @@ def get_config(arg=None):
     # ε₀ grid, picked by validation LPPD (spec: 1e-2 for ResNets).
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}:
-    s.p_reset = 0.98
-    s.alpha = 0.1
-    s.delta = 0.02
-    s.beta = 0.01
+    s.update(p_reset=0.98, alpha=0.1, delta=0.02, beta=0.01)
   if "psmile_vt" in methods:     # tuned pSMILE with the virial rule (adaptation.virial_tuner): one ε₀, no grid
     s.vt_step_size = (1e-3,)
     # Median of T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1: T̂ ≈ 1 below the ε where chains start to run hot, so a
@@ -80,14 +77,8 @@ def get_config(arg=None):
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
-    s.num_classes = 10
-    s.resnet_stage_sizes = (2, 2, 2, 2)
-    s.resnet_width = 64
-    s.paper_dataset = "cifar10"
-    s.paper_batch = 512
-    s.paper_load_batch = 1000
-    s.paper_train_limit = 0          # 0: whole split
-    s.paper_test_limit = 0
+    s.update(num_classes=10, resnet_stage_sizes=(2, 2, 2, 2), resnet_width=64, paper_dataset="cifar10",
+             paper_batch=512, paper_load_batch=1000, paper_train_limit=0, paper_test_limit=0)   # limit 0: whole split
     config.log_every = 100
     config.smile = s
     return config
@@ -119,24 +110,18 @@ def get_config(arg=None):
     s.L = 0.0                             # 0: no partial refresh
     s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
   if "csgld" in methods:
-    s.csgld_step_size = (1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6)
-    s.csgld_cycles = 4
-    s.csgld_explore = 0.33
+    s.update(csgld_step_size=(1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6), csgld_cycles=4, csgld_explore=0.33)
   if "sghmc" in methods:
-    s.sghmc_step_size = (1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4)
-    s.sghmc_momentum_decay = 0.05
+    s.update(sghmc_step_size=(1e-3,) if preset == "smoke" else (1e-2, 1e-3, 1e-4), sghmc_momentum_decay=0.05)
   # Full-batch MCLMC (MILE warmup): 'mclmc' gets the same PEG per chain; 'mclmc_native' its own budget.
   if methods & {"mclmc", "mclmc_native"}:
     s.mclmc_energy_var = 0.1
   if "mclmc_native" in methods:
-    s.mclmc_native_tune = {"smoke": 20, "ref": warm_steps}[table]
-    s.mclmc_native_samples = {"smoke": 20, "ref": sample_steps}[table]
-    s.mclmc_native_chains = {"smoke": 2, "ref": s.num_members}[table]
+    s.update(mclmc_native_tune=warm_steps if ref else 20, mclmc_native_samples=sample_steps if ref else 20,
+             mclmc_native_chains=s.num_members if ref else 2)
   # Diagnostic columns lppd_kept / chains_kept of every SG-MCMC row: the test LPPD of the mixture without the
   # chains whose validation LPPD is more than this many nats below the median chain (0: off).
-  s.chain_filter_nats = 1.0
-  s.rhat_points = 100
-  s.coverage_draws = 1000
+  s.update(chain_filter_nats=1.0, rhat_points=100, coverage_draws=1000)
   config.log_every = {"smoke": 100, "ref": 500}[table]
   config.smile = s
   return config

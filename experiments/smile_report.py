@@ -26,8 +26,7 @@ from jaxml.smile import pipeline  # noqa: E402
 __all__ = ["ANCHORS", "CHOSEN", "data_protocol", "summarize", "merge", "merge_main", "make_plot"]
 
 ANCHORS = {"energy": 2.018, "airfoil": 0.28, "bikesharing": 0.132}   # SMILE paper, standardised targets
-_SMILE = set(smile.SMILE_VARIANTS)                     # the `smile_family` group
-_ALL_SMILE = _SMILE | set(smile.TUNED_PSMILE)
+_ALL_SMILE = set(smile.SMILE_VARIANTS) | set(smile.TUNED_PSMILE)     # the `smile_family` group and tuned pSMILE
 _PSMILE = {m for m, (precondition, _) in smile.SMILE_VARIANTS.items() if precondition} | set(smile.TUNED_PSMILE)
 # Rows chosen per split by validation LPPD among the SMILE variants that ran (all of them / the pSMILE ones);
 # derived from the other rows, so a merge recomputes them.

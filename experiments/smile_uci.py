@@ -39,16 +39,14 @@ def plan(config) -> Plan:
   """Validates names and reads every config key the run uses (strict configs)."""
   s = config.smile
   common.validate_choice(s.protocol, PROTOCOLS, "protocol")
-  methods = set(s.methods)
   for m in s.methods:
     common.validate_choice(m, smile.METHODS, "method")
-  reg = s.protocol != "tfds"
-  pipeline = {k: s[k] for k in smile.pipeline.config_keys(methods, s.protocol)}
+  pipeline = {k: s[k] for k in smile.pipeline.config_keys(s.methods, s.protocol)}
   train = {"optim": {k: config.optim[k] for k in config.optim.keys()}, "log_every": int(config.log_every),
            "checkpoint_every": int(config.checkpoint_every), "steps_per_dispatch": int(config.steps_per_dispatch)}
   core.make_optimizer(train["optim"])      # a bad optimizer fails here, before anything is written
   datasets, protocols, splits = (), {}, {}
-  if reg:
+  if s.protocol != "tfds":
     common.validate_choice(s.noise, ("global", "heteroscedastic"), "noise model")
     common.validate_choice(s.likelihood_scale, ("ratio", "floor"), "likelihood scale")
     common.validate_choice(s.split_source, SPLIT_SOURCES, "split source")
@@ -80,8 +78,7 @@ def run(config, workdir: str) -> list[dict]:
     samplers = None       # one set of compiled runners serves every split of the same shapes
     s = p.pipeline | {"protocol": p.protocols[dataset]}
     for split in p.splits[dataset]:
-      smile_rows = s["protocol"] == "smile"
-      authors = smile_rows and s["split_source"] == "authors"
+      authors = s["protocol"] == "smile" and s["split_source"] == "authors"
       data = offline.load_uci(dataset, split, protocol=s["protocol"], root=p.data_dir,
                               row_order=(lambda n, seed=split: smile.authors_row_order(seed, n)) if authors else None,
                               test_batch=int(s["batch_size"]) if authors else 0)

@@ -57,15 +57,11 @@ class Tuner(NamedTuple):
   update: Callable[[Any, StepInput], tuple[jax.Array, Any, jax.Array]]
 
 
-def _floor(x: StepInput, eps_floor_frac: float) -> jax.Array:
-  return eps_floor_frac * x.initial_step_size
-
-
 def fixed_tuner(halve_nonfinite: bool = True, eps_floor_frac: float = 0.01) -> Tuner:
   """Fixed ε; a non-finite step halves it down to eps_floor_frac · ε₀ (`halve_nonfinite=False`: kept)."""
 
   def update(state, x: StepInput):
-    eps = jnp.where(x.ok, x.step_size, jnp.maximum(x.step_size * 0.5, _floor(x, eps_floor_frac)))
+    eps = jnp.where(x.ok, x.step_size, jnp.maximum(x.step_size * 0.5, eps_floor_frac * x.initial_step_size))
     return (eps if halve_nonfinite else x.step_size), state, jnp.zeros((), bool)
 
   return Tuner(lambda position: (), update)

@@ -32,27 +32,32 @@ def member_nll(model: targets.RegressionModel, params: Any, x: jax.Array, y: jax
   return -jnp.mean(targets.gaussian_loglik(y, mu, log_sigma))
 
 
+def _stacked_method(init_one: Callable, member_loss: Callable, k: int, metric: str) -> core.Method:
+  """K stacked members: init_one(rng, x) -> params, member_loss(params, x, y) -> scalar; the loss sums the
+  members' losses, `eval_fn` gives each member's on a batch x [n, ...], y [n] shared by all -> {metric: [K]}."""
+
+  def init(rng: jax.Array, batch: dict) -> Any:
+    x = jnp.asarray(batch["x"])[0]
+    return jax.vmap(lambda r: init_one(r, x))(jax.random.split(rng, k))
+
+  def loss_fn(params: Any, batch: dict, rng: jax.Array):
+    del rng
+    loss = jax.vmap(member_loss)(params, batch["x"], batch["y"])
+    return jnp.sum(loss), {metric: jnp.mean(loss)}
+
+  def eval_fn(params: Any, batch: dict) -> dict:
+    return {metric: jax.vmap(lambda p: member_loss(p, batch["x"], batch["y"]))(params)}
+
+  return core.Method(init, loss_fn, eval_fn)
+
+
 def make_method(config: Any) -> core.Method:
   """config: ConfigDict-like with hidden (tuple), noise ('global'|'heteroscedastic'), num_members
   (and optionally member_fixed_sigma)."""
   model = make_model(config)
-  k = int(config.num_members)
   fixed = bool(config.get("member_fixed_sigma", False))
-
-  def init(rng: jax.Array, batch: dict) -> Any:
-    x = jnp.asarray(batch["x"])[0]
-    return jax.vmap(lambda r: model.init(r, x))(jax.random.split(rng, k))
-
-  def loss_fn(params: Any, batch: dict, rng: jax.Array):
-    del rng
-    nll = jax.vmap(lambda p, x, y: member_nll(model, p, x, y, fixed))(params, batch["x"], batch["y"])
-    return jnp.sum(nll), {"nll": jnp.mean(nll)}
-
-  def eval_fn(params: Any, batch: dict) -> dict:
-    """batch: x [n, p], y [n] shared by all members -> {"nll": [K]}."""
-    return {"nll": jax.vmap(lambda p: member_nll(model, p, batch["x"], batch["y"], fixed))(params)}
-
-  return core.Method(init, loss_fn, eval_fn)
+  return _stacked_method(model.init, lambda p, x, y: member_nll(model, p, x, y, fixed), int(config.num_members),
+                         "nll")
 
 
 def make_classifier_method(apply_fn: Callable, init_fn: Callable, num_members: int) -> core.Method:
@@ -61,20 +66,8 @@ def make_classifier_method(apply_fn: Callable, init_fn: Callable, num_members: i
   init_fn(rng, x) -> params, apply_fn(params, x) -> logits. Loss Σ_k mean cross-entropy.
   """
 
-  def init(rng: jax.Array, batch: dict) -> Any:
-    x = jnp.asarray(batch["x"])[0]
-    return jax.vmap(lambda r: init_fn(r, x))(jax.random.split(rng, num_members))
-
   def member_ce(params, x, y):
     logp = jax.nn.log_softmax(apply_fn(params, x))
     return -jnp.mean(jnp.take_along_axis(logp, y[:, None].astype(jnp.int32), axis=-1))
 
-  def loss_fn(params: Any, batch: dict, rng: jax.Array):
-    del rng
-    ce = jax.vmap(member_ce)(params, batch["x"], batch["y"])
-    return jnp.sum(ce), {"ce": jnp.mean(ce)}
-
-  def eval_fn(params: Any, batch: dict) -> dict:
-    return {"ce": jax.vmap(lambda p: member_ce(p, batch["x"], batch["y"]))(params)}
-
-  return core.Method(init, loss_fn, eval_fn)
+  return _stacked_method(init_fn, member_ce, num_members, "ce")

@@ -14,8 +14,8 @@ from jaxml.core.rng import fold_in_each
 from jaxml.smile import adaptation as adapt
 from jaxml.smile.kernel import Sampler
 
-__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "auto_chain_kernel", "make_chain_runner", "make_mclmc_runner", "run_chains",
-           "run_mclmc", "peg_per_step"]
+__all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "auto_chain_kernel", "make_chain_runner",
+           "make_mclmc_runner", "run_chains", "run_mclmc"]
 
 
 class ChainKernel(NamedTuple):
@@ -41,11 +41,6 @@ class ChainResult(NamedTuple):
   peg_per_chain: int
   states: Any
   warmup_step_size: Any = None   # [W, C] ε at the end of every warmup block of `thin` steps
-
-
-def peg_per_step(grads_per_step: int, batch_size: int) -> int:
-  """Per-example gradient evaluations of one step: SMILE 2b, SGLD/SGHMC b, full-batch MCLMC 2N."""
-  return grads_per_step * batch_size
 
 
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
@@ -80,8 +75,8 @@ def _smile_step(sampler: Sampler) -> Callable:
 
 
 def auto_chain_kernel(make_sampler: Callable[[jax.Array], Sampler]) -> ChainKernel:
-  """Adapts `smile.psmile` (automatic L) to the runner: `make_sampler(ε₀)` builds it, ε₀ per chain from
-  hyper["step_size"] (its step reads ε₀ from the state, so one sampler steps every chain)."""
+  """Adapts a sampler factory ε₀ -> Sampler (`smile.psmile` with automatic L, `kernel.psmile`, ...) to the runner:
+  ε₀ per chain from hyper["step_size"] (the step reads ε₀ from the state, so one sampler steps every chain)."""
   sampler = make_sampler(jnp.float32(1.0))
 
   def init(position, minibatch, rng, hyper):
@@ -144,7 +139,7 @@ def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, b
     pos = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)
     return pos, jnp.swapaxes(logd, 0, 1), keep, carry[2], carry[3], eps[-1], carry[0], eps[:warm_blocks]
 
-  peg = peg_per_step(kernel.grads_per_step, b) * (warm_blocks + num_samples) * thin + b
+  peg = kernel.grads_per_step * b * (warm_blocks + num_samples) * thin + b
 
   def runner(positions: Any, data: dict, rng: jax.Array, hypers: dict | None = None,
              chain_ids: jax.Array | None = None) -> ChainResult:

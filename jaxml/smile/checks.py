@@ -18,7 +18,7 @@ import numpy as np
 from jaxml import core
 
 __all__ = ["Check", "linear_regression", "logistic_regression", "anisotropic_gaussian", "funnel",
-           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch_data", "spread_errors"]
+           "nuts_reference", "logistic_data", "logistic_logdensity", "full_batch", "spread_errors"]
 
 
 class Check(NamedTuple):
@@ -124,34 +124,30 @@ def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size
   return Check("logreg", logdensity_fn, data, batch_size, np.asarray(mean), np.asarray(std), 0.1)
 
 
-def full_batch_data() -> dict:
-  """A one-row placeholder batch for full-batch targets, whose log density ignores it."""
-  return {"x": jnp.zeros((1, 1), jnp.float32), "y": jnp.zeros((1,), jnp.float32)}
+def full_batch(name: str, logdensity_fn: Callable[[jax.Array], jax.Array], ref_mean: np.ndarray,
+               ref_std: np.ndarray, init_scale: float) -> Check:
+  """A full-batch target from `logdensity_fn(θ)`: its batch is a one-row placeholder that the density ignores."""
+  placeholder = {"x": jnp.zeros((1, 1), jnp.float32), "y": jnp.zeros((1,), jnp.float32)}
+  return Check(name, lambda theta, batch: logdensity_fn(theta), placeholder, 1, ref_mean, ref_std, init_scale)
 
 
 def anisotropic_gaussian(dim: int = 8, max_scale: float = 10.0) -> Check:
   """N(0, diag(σ²)), σ log-spaced in [1, max_scale]; full batch (no gradient noise)."""
   scales = np.logspace(0.0, np.log10(max_scale), dim)
   inv_var = jnp.asarray(1.0 / scales ** 2, jnp.float32)
-
-  def logdensity_fn(theta, batch):
-    del batch
-    return -0.5 * jnp.sum(inv_var * theta ** 2)
-
-  return Check("gauss", logdensity_fn, full_batch_data(), 1, np.zeros(dim), scales, 1.0)
+  return full_batch("gauss", lambda theta: -0.5 * jnp.sum(inv_var * theta ** 2), np.zeros(dim), scales, 1.0)
 
 
 def funnel(dim: int = 5, sigma_v: float = 1.0) -> Check:
   """θ = (v, x_1..x_{d-1}); v ~ N(0, σ_v²), x_i | v ~ N(0, e^v); full batch."""
 
-  def logdensity_fn(theta, batch):
-    del batch
+  def logdensity_fn(theta):
     v, x = theta[0], theta[1:]
     return -0.5 * v ** 2 / sigma_v ** 2 - 0.5 * (dim - 1) * v - 0.5 * jnp.sum(x ** 2) * jnp.exp(-v)
 
   std = np.full(dim, np.exp(sigma_v ** 2 / 4.0))
   std[0] = sigma_v
-  return Check("funnel", logdensity_fn, full_batch_data(), 1, np.zeros(dim), std, 0.5)
+  return full_batch("funnel", logdensity_fn, np.zeros(dim), std, 0.5)
 
 
 def spread_errors(samples: np.ndarray, check: Check) -> tuple[float, float]:

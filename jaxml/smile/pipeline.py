@@ -23,11 +23,10 @@ from jaxml import core
 from jaxml.metrics import mcmc
 from jaxml.smile import adaptation, api, auto_l, baselines, chains, kernel, targets
 
-__all__ = ["METHODS", "SMILE_VARIANTS", "CLAMPED", "Samplers", "sampler_batch_size", "schedule", "step_grid",
-           "member_plan", "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "stable_id", "group_key",
-           "combo_chain_ids", "family_hypers", "group_hypers", "TUNED_PSMILE", "AUTO", "config_keys", "row_key",
-           "check_extension", "extend_grid", "fit_ensemble", "evaluate", "make_samplers", "sample_split", "run_split",
-           "run_classification"]
+__all__ = ["METHODS", "SMILE_VARIANTS", "TUNED_PSMILE", "Samplers", "sampler_batch_size", "schedule", "step_grid",
+           "member_plan", "eps_drift", "per_chain_lppd", "chain_filter", "authors_row_order", "combo_chain_ids",
+           "family_hypers", "group_hypers", "config_keys", "row_key", "check_extension", "extend_grid", "fit_ensemble",
+           "evaluate", "make_samplers", "sample_split", "run_split", "run_classification"]
 
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "psmile_auto",
            "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
@@ -255,11 +254,6 @@ def stable_id(name: str) -> int:
   return zlib.crc32(name.encode()) & 0x7FFFFFFF
 
 
-def group_key(key: jax.Array, group: str) -> jax.Array:
-  """The chain key of one sampler group: `fold_in(key, stable_id(group))`, not a split in group order."""
-  return jax.random.fold_in(key, stable_id(group))
-
-
 def combo_chain_ids(combos: Sequence[tuple[str, float]], k: int) -> jnp.ndarray:
   """int32 [len(combos) · k] chain ids, combo-major: member j of (method, ε₀) gets
   stable_id(f"{method}|{ε₀!r}|{j}"), so its draws do not depend on the other combos of the run."""
@@ -399,15 +393,16 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
                  rng: np.random.Generator, *, progress: str | None = None) -> dict[str, Result]:
   """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only).
 
-  Group keys (`group_key`), chain ids (`combo_chain_ids`) and per-method metric generators make a method's
-  rows the same whether it runs alone or beside others. `progress`: a name to print group start / end lines."""
+  Group keys (`fold_in(key, stable_id(group))`), chain ids (`combo_chain_ids`) and per-method metric generators
+  make a method's rows the same whether it runs alone or beside others. `progress`: a name to print group start /
+  end lines."""
   cfg = _c(cfg)
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
   seed = int(rng.integers(2 ** 63))
   out: dict[str, Result] = {}
   say = progress if progress and core.is_main_process() else None
   for group in samplers.groups:
-    gkey = group_key(key, group)
+    gkey = jax.random.fold_in(key, stable_id(group))    # not a split in group order
     t0 = time.perf_counter()
     if say:
       print(f"[{say}] sampler group {group}: {_group_size(samplers, cfg, group)} ...", flush=True)

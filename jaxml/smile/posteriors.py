@@ -6,7 +6,6 @@ funnel; moments by quadrature over log τ), `correlated_gaussian` (ρ = 0.95), `
 minibatches over time points), all exact. `suite(root)` builds them; `root` holds `uci/` and `posteriors/`."""
 
 import os
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -98,8 +97,7 @@ def eight_schools(mu_scale: float = 5.0, tau_scale: float = 5.0) -> Check:
   """Centred eight schools: μ ~ N(0, 5²), τ ~ half-Cauchy(5), θ_j ~ N(μ, τ²), y_j ~ N(θ_j, σ_j²); θ = (μ, log τ, θ_1..8)."""
   y, sigma = jnp.asarray(_SCHOOLS_Y, jnp.float32), jnp.asarray(_SCHOOLS_SIGMA, jnp.float32)
 
-  def logdensity_fn(theta, batch):
-    del batch
+  def logdensity_fn(theta):
     mu, log_tau, th = theta[0], theta[1], theta[2:]
     tau = jnp.exp(log_tau)
     return (-0.5 * mu ** 2 / mu_scale ** 2 - jnp.log1p(tau ** 2 / tau_scale ** 2) + log_tau
@@ -107,31 +105,25 @@ def eight_schools(mu_scale: float = 5.0, tau_scale: float = 5.0) -> Check:
             - 0.5 * jnp.sum((y - th) ** 2 / sigma ** 2))
 
   mean, std = _eight_schools_moments(mu_scale, tau_scale)
-  return Check("eight_schools", logdensity_fn, checks.full_batch_data(), 1, mean, std, 1.0)
+  return checks.full_batch("eight_schools", logdensity_fn, mean, std, 1.0)
 
 
 def correlated_gaussian(dim: int = 8, rho: float = 0.95) -> Check:
   """N(0, Σ), Σ = ρ 11ᵀ + (1 − ρ) I (unit variances); full batch."""
   cov = rho * np.ones((dim, dim)) + (1.0 - rho) * np.eye(dim)
   prec = jnp.asarray(np.linalg.inv(cov), jnp.float32)
-
-  def logdensity_fn(theta, batch):
-    del batch
-    return -0.5 * theta @ prec @ theta
-
-  return Check("corr_gauss", logdensity_fn, checks.full_batch_data(), 1, np.zeros(dim), np.ones(dim), 1.0)
+  return checks.full_batch("corr_gauss", lambda theta: -0.5 * theta @ prec @ theta, np.zeros(dim), np.ones(dim), 1.0)
 
 
 def banana(a: float = 2.0, b: float = 0.25) -> Check:
   """x₁ ~ N(0, a²), x₂ | x₁ ~ N(b(x₁² − a²), 1); full batch."""
 
-  def logdensity_fn(theta, batch):
-    del batch
+  def logdensity_fn(theta):
     x1, x2 = theta[0], theta[1]
     return -0.5 * x1 ** 2 / a ** 2 - 0.5 * (x2 - b * (x1 ** 2 - a ** 2)) ** 2
 
-  return Check("banana", logdensity_fn, checks.full_batch_data(), 1, np.zeros(2),
-               np.array([a, np.sqrt(1.0 + 2.0 * b ** 2 * a ** 4)]), 1.0)
+  std = np.array([a, np.sqrt(1.0 + 2.0 * b ** 2 * a ** 4)])
+  return checks.full_batch("banana", logdensity_fn, np.zeros(2), std, 1.0)
 
 
 def ar1_latent(length: int = 40, phi: float = 0.9, sigma: float = 0.5, noise: float = 0.5, batch_size: int = 8,
@@ -166,26 +158,21 @@ def ar1_latent(length: int = 40, phi: float = 0.9, sigma: float = 0.5, noise: fl
   return Check("ar1", logdensity_fn, data, batch_size, mean, np.sqrt(np.diag(cov)), 0.5)
 
 
-def _builders(root: str) -> dict[str, Callable[[], Check]]:
-  return {"linreg": checks.linear_regression, "logreg": lambda: synthetic_logistic(root),
-          "gauss": checks.anisotropic_gaussian, "funnel": checks.funnel,
-          "logreg_boston": lambda: uci_logistic(root, "boston"),
-          "logreg_concrete": lambda: uci_logistic(root, "concrete"),
-          "eight_schools": eight_schools, "corr_gauss": correlated_gaussian, "banana": banana, "ar1": ar1_latent}
-
-
 def suite(root: str, names: tuple[str, ...] = SUITE) -> list[Check]:
   """The named targets (default: all ten), in order."""
-  build = _builders(root)
+  build = {"linreg": checks.linear_regression, "logreg": lambda: synthetic_logistic(root),
+           "gauss": checks.anisotropic_gaussian, "funnel": checks.funnel,
+           "logreg_boston": lambda: uci_logistic(root, "boston"),
+           "logreg_concrete": lambda: uci_logistic(root, "concrete"),
+           "eight_schools": eight_schools, "corr_gauss": correlated_gaussian, "banana": banana, "ar1": ar1_latent}
   return [build[name]() for name in names]
 
 
 def write_references(root: str, *, num_chains: int = 4, num_warmup: int = 2000, num_samples: int = 5000,
                      seed: int = 0) -> dict[str, float]:
   """Multi-chain NUTS references of the three logistic regressions -> <root>/posteriors/*.npz; name -> R-hat."""
-  targets = {"logreg_synthetic": synthetic_logistic(root, reference=False)}
-  for name in UCI_LOGISTIC:
-    targets[f"logreg_{name}"] = uci_logistic(root, name, reference=False)
+  targets = {"logreg_synthetic": synthetic_logistic(root, reference=False),
+             **{f"logreg_{name}": uci_logistic(root, name, reference=False) for name in UCI_LOGISTIC}}
   os.makedirs(os.path.join(root, "posteriors"), exist_ok=True)
   rhats = {}
   for name, check in targets.items():

@@ -84,12 +84,9 @@ def make_minibatch_logdensity(apply_fn: Callable, *, data_size: int, prior_scale
 
 def make_full_logdensity(apply_fn: Callable, x: jax.Array, y: jax.Array, *,
                          prior_scale: float = 1.0) -> Callable[[Any], jax.Array]:
-  """Full-batch log posterior θ -> log p(θ) + Σ_i log N(y_i | μ(x_i), σ_i²)."""
-  def logdensity_fn(params: Any) -> jax.Array:
-    mu, log_sigma = apply_fn(params, x)
-    return log_prior(params, prior_scale) + jnp.sum(gaussian_loglik(y, mu, log_sigma))
-
-  return logdensity_fn
+  """Full-batch log posterior θ -> log p(θ) + Σ_i log N(y_i | μ(x_i), σ_i²): the minibatch one with b = N."""
+  logdensity_fn = make_minibatch_logdensity(apply_fn, data_size=y.shape[0], prior_scale=prior_scale)
+  return lambda params: logdensity_fn(params, {"x": x, "y": y})
 
 
 def predict(apply_fn: Callable, samples: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -102,16 +99,13 @@ def predictive_metrics(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray, *, 
   """Metrics of the equal-weight Gaussian mixture of M samples (mu, log_sigma [M, n]; y [n]): lppd, rmse of
   the mixture mean, coverage_<p> and width_<p> of central intervals from ⌈min_draws / M⌉ draws per sample,
   cal_error = sqrt(mean_p (p − coverage_p)²)."""
-  mu = np.asarray(mu, np.float64)
-  log_sigma = np.asarray(log_sigma, np.float64)
-  y = np.asarray(y, np.float64)
+  mu, log_sigma, y = (np.asarray(a, np.float64) for a in (mu, log_sigma, y))
   m = mu.shape[0]
   ll = -0.5 * np.log(2 * np.pi) - log_sigma - 0.5 * ((y[None] - mu) * np.exp(-log_sigma)) ** 2
   lppd = float(np.mean(np.asarray(logsumexp(jnp.asarray(ll), axis=0)) - np.log(m)))
   rmse = float(np.sqrt(np.mean((mu.mean(0) - y) ** 2)))
   reps = max(1, int(np.ceil(min_draws / m)))
-  draws = mu[None] + np.exp(log_sigma)[None] * rng.standard_normal((reps,) + mu.shape)
-  draws = draws.reshape(reps * m, -1)
+  draws = (mu[None] + np.exp(log_sigma)[None] * rng.standard_normal((reps,) + mu.shape)).reshape(reps * m, -1)
   out = {"lppd": lppd, "rmse": rmse}
   errs = []
   for p in levels:
