@@ -92,6 +92,7 @@ def test_gaussian_noise_evasion(graph, noisy, config):
   assert auc > 0.95 and auc > auc_msp, (auc, auc_msp)
 
 
+@pytest.mark.slow
 def test_linear_propagation_dilutes_an_isolated_noisy_node(graph, noisy):
   """The spec's §2 rule (linear propagation of S = E·τ, a = 0.1) refills a noisy node from its clean
   neighbours: it ranks the noisy nodes clearly worse than the same evidence without propagation."""
@@ -100,6 +101,7 @@ def test_linear_propagation_dilutes_an_isolated_noisy_node(graph, noisy):
   assert auc_linear < auc_none - 0.05 and auc_linear > auc_msp, (auc_linear, auc_none, auc_msp)
 
 
+@pytest.mark.slow
 def test_centre_guard_flags_zeroed_rows(graph, noisy):
   """Zeroed feature rows land at the data centre of q, where the paper's probe finds them *more* typical than
   real nodes; the extension's centre guard (the experiment's γ_o, γ_c) ranks them as OOD."""
