@@ -21,6 +21,7 @@ from jaxml.data import csbm, graph_shift, offline  # noqa: E402
 from jaxml.eviprobe import backbone as bb  # noqa: E402
 from jaxml.eviprobe import pipeline as pl  # noqa: E402
 from jaxml.eviprobe import summary  # noqa: E402
+from jaxml.eviprobe.summary import cell_verdict, guard_choice, misc_choice, validation_choice  # noqa: E402
 
 DATASETS = ("cora_ml", "citeseer", "cora", "csbm", "npz")
 # node-level shifts beyond the GPN protocol (graph_shift.SHIFT_BUILDERS), used by the validation family
@@ -40,12 +41,10 @@ def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dic
   if "npz" in data["datasets"] and not data["path"]:
     raise common.ConfigError("dataset 'npz' needs data.path (a gnn-benchmark npz file)")
   common.validate_choice(data["features"], ("dense", "sparse"), "feature format")
-  for s in config.settings:
-    common.validate_choice(s, SETTINGS + tuple(shifts or {}), "setting")
-  for b in config.baselines:
-    common.validate_choice(b, BASELINES, "baseline")
-  for a in config.ablations:
-    common.validate_choice(a, tuple(ABLATIONS), "ablation")
+  for names, allowed, what in ((config.settings, SETTINGS + tuple(shifts or {}), "setting"),
+                               (config.baselines, BASELINES, "baseline"), (config.ablations, ABLATIONS, "ablation")):
+    for name in names:
+      common.validate_choice(name, allowed, what)
   backbone = dict(config.backbone)
   common.validate_choice(backbone["name"], bb.BACKBONES, "backbone")
   posthoc = {k: dict(config[k]) for k in ("eviprobe", "extension", "gnnsafe", "gkde", "epn", "gpn")}
@@ -109,20 +108,6 @@ def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) ->
   return builtin | more | dict(shifts or {})
 
 
-def _isolated_rows(config, posthoc, fitted, model, params, stacked, batch, x_clean, masks, id_test, setting, split,
-                   rng) -> list[tuple[str, dict, dict]]:
-  nodes = graph_shift.isolated_nodes(masks["test_mask"], int(config.shift.isolated_nodes), split)
-  rows = graph_shift.perturb_features(x_clean, nodes, setting.split("_")[0], split,
-                                      scale=float(config.shift.normal_scale), p=float(config.shift.bernoulli_p))[nodes]
-  iso = pl.isolated_scores(posthoc, fitted, model, params, batch, nodes, rows)
-  clean = pl.score_all(posthoc, fitted, model, params, batch, rng=rng, stacked=stacked)
-  return summary.isolated_rows(iso, clean, np.flatnonzero(id_test))
-
-
-validation_choice, misc_choice, guard_choice = summary.validation_choice, summary.misc_choice, summary.guard_choice
-cell_verdict = summary.cell_verdict
-
-
 def merge(workdirs: list[str], out: str, baselines: tuple[str, ...]) -> list[dict]:
   """Concatenates the rows of several runs' results.json (each (method, cell, split, init) at most once),
   writes <out>/results.json and <out>/summary.md (`summarise`); returns the rows."""
@@ -173,8 +158,13 @@ def _setting_rows(config, posthoc, shift_fns, fitted, model, params, stacked, ba
   if setting.endswith("_isolated"):
     if config.data.features != "dense":
       raise common.ConfigError("isolated settings need data.features='dense'")
-    return _isolated_rows(config, posthoc, fitted, model, params, stacked, batch, g["features"], masks, id_test,
-                          setting, split, rng)
+    nodes = graph_shift.isolated_nodes(masks["test_mask"], int(config.shift.isolated_nodes), split)
+    sh = config.shift
+    rows = graph_shift.perturb_features(g["features"], nodes, setting.split("_")[0], split,
+                                        scale=float(sh.normal_scale), p=float(sh.bernoulli_p))[nodes]
+    iso = pl.isolated_scores(posthoc, fitted, model, params, batch, nodes, rows)
+    clean = pl.score_all(posthoc, fitted, model, params, batch, rng=rng, stacked=stacked)
+    return summary.isolated_rows(iso, clean, np.flatnonzero(id_test))
   if setting == "loc":
     b, ood_nodes, id_nodes = batch, np.flatnonzero(info["ood_test_mask"]), np.flatnonzero(id_test)
   else:

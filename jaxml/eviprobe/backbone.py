@@ -4,6 +4,7 @@ A batch is the whole graph: COO features feat_rows / feat_cols / feat_vals, edge
 [N] int32 (−1 = unknown), train_mask, val_mask [N] float32. Loss: masked cross-entropy + (l2 / 2) ‖θ‖²
 (coupled, as torch Adam's weight_decay); early stopping on validation cross-entropy via `core.Selection`."""
 
+import functools
 import time
 from typing import Any, Callable, Mapping
 
@@ -37,6 +38,7 @@ def sparse_features(features: np.ndarray, *, bucket: int = 4096) -> dict[str, np
 
 
 def batch_features(batch: Mapping[str, Any]) -> SparseFeatures | jax.Array:
+  """The node features of `batch`: COO `SparseFeatures` when it has feat_rows, else dense `x`."""
   if "feat_rows" in batch:
     return SparseFeatures(batch["feat_rows"], batch["feat_cols"], batch["feat_vals"])
   return batch["x"]
@@ -89,33 +91,24 @@ def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int
   def loss_one(params, batch, rng):
     logits = _call(model.apply, params, batch, train=True, rngs={"dropout": rng})["logits"]
     ce, acc = _masked_ce_acc(logits, batch["labels"], batch["train_mask"])
-    return ce + l2_penalty(params, l2), ce, acc
+    return ce + l2_penalty(params, l2), {"ce": ce, "train_acc": acc}
 
   def eval_one(params, batch):
-    return _masked_ce_acc(_call(model.apply, params, batch)["logits"], batch["labels"], batch["val_mask"])
+    ce, acc = _masked_ce_acc(_call(model.apply, params, batch)["logits"], batch["labels"], batch["val_mask"])
+    return {"val_ce": ce, "val_acc": acc}
 
   if num_members == 1:
-    def init(rng, batch):
-      return init_one(rng, batch)
+    return core.Method(init_one, loss_one, eval_one)
 
-    def loss_fn(params, batch, rng):
-      loss, ce, acc = loss_one(params, batch, rng)
-      return loss, {"ce": ce, "train_acc": acc}
+  def init(rng, batch):
+    return jax.vmap(lambda k: init_one(k, batch))(member_keys(rng, num_members))
 
-    def eval_fn(params, batch):
-      ce, acc = eval_one(params, batch)
-      return {"val_ce": ce, "val_acc": acc}
-  else:
-    def init(rng, batch):
-      return jax.vmap(lambda k: init_one(k, batch))(member_keys(rng, num_members))
+  def loss_fn(params, batch, rng):
+    loss, aux = jax.vmap(lambda p, k: loss_one(p, batch, k))(params, member_keys(rng, num_members))
+    return loss.sum(), jax.tree.map(jnp.mean, aux)
 
-    def loss_fn(params, batch, rng):
-      loss, ce, acc = jax.vmap(lambda p, k: loss_one(p, batch, k))(params, member_keys(rng, num_members))
-      return loss.sum(), {"ce": ce.mean(), "train_acc": acc.mean()}
-
-    def eval_fn(params, batch):
-      ce, acc = jax.vmap(lambda p: eval_one(p, batch))(params)
-      return {"val_ce": ce, "val_acc": acc}          # per member [M]
+  def eval_fn(params, batch):
+    return jax.vmap(lambda p: eval_one(p, batch))(params)        # per member [M]
 
   return core.Method(init, loss_fn, eval_fn)
 
@@ -148,21 +141,17 @@ forward = jax.jit(forward_eval, static_argnums=0)
 forward.__doc__ = "forward(model, params, batch) -> {logits, q, z} with dropout off (jitted)."
 
 
-def _ensemble_logits(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> jax.Array:
+@functools.partial(jax.jit, static_argnums=0)
+def ensemble_logits(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> jax.Array:
+  """Logits [M, N, K] of every member of the stacked `params` (jitted)."""
   return jax.vmap(lambda p: forward_eval(model, p, batch)["logits"])(params)
 
 
-ensemble_logits = jax.jit(_ensemble_logits, static_argnums=0)
-ensemble_logits.__doc__ = "ensemble_logits(model, stacked_params, batch) -> logits [M, N, K] (jitted)."
-
-
-def _mc_logits(model: nn.Module, params: Any, batch: Mapping[str, Any], rng: jax.Array, num_samples: int) -> jax.Array:
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def mc_logits(model: nn.Module, params: Any, batch: Mapping[str, Any], rng: jax.Array, num_samples: int) -> jax.Array:
+  """Logits [S, N, K] of `num_samples` forwards with dropout on (jitted)."""
   one = lambda key: _call(model.apply, params, batch, train=True, rngs={"dropout": key})["logits"]  # noqa: E731
   return jax.lax.map(one, jax.random.split(rng, num_samples))
-
-
-mc_logits = jax.jit(_mc_logits, static_argnums=(0, 4))
-mc_logits.__doc__ = "mc_logits(model, params, batch, rng, num_samples) -> logits [S, N, K] with dropout on (jitted)."
 
 
 def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:

@@ -34,9 +34,8 @@ def _entropy(p: jax.Array) -> jax.Array:
 
 
 def msp(logits: jax.Array) -> dict:
-  p = jax.nn.softmax(logits, -1)
-  u = 1.0 - p.max(-1)
-  return {"ood": u, "misc": u, "probs": p}
+  """Maximum softmax probability: 1 − max p for both detection tasks."""
+  return temperature_scaled(logits, 1.0)
 
 
 def entropy_score(logits: jax.Array) -> dict:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.scipy.special import digamma, gammaln
 
 from jaxml import core
-from jaxml.eviprobe.backbone import l2_penalty, masked_mean
+from jaxml.eviprobe.backbone import batch_features, l2_penalty, masked_mean
 from jaxml.eviprobe.probe import LOG_CLAMP, propagate_scalar
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import FirstLinear, SparseFeatures
@@ -104,12 +104,6 @@ class GPN(nn.Module):
     return RadialFlows(self.num_classes, self.latent, self.layers, name="flows")(z)
 
 
-def _features(batch: Mapping[str, Any]) -> jax.Array | SparseFeatures:
-  if "feat_rows" in batch:
-    return SparseFeatures(batch["feat_rows"], batch["feat_cols"], batch["feat_vals"])
-  return batch["x"]
-
-
 def gpn_alpha(log_q: jax.Array, class_counts: jax.Array, edges: jax.Array, *, latent: int, teleport: float,
               k_prop: int) -> jax.Array:
   """α = 1 + APPNP(β), log β = log N_c + log q + ½ d log 4π (clamped)."""
@@ -158,11 +152,11 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int,
 
   def alpha_of(params, batch, train=False, rng=None):
     n = batch["labels"].shape[0]
-    log_q = model.apply(params, _features(batch), n, train=train, rngs={"dropout": rng} if rng is not None else None)
+    log_q = model.apply(params, batch_features(batch), n, train=train, rngs=None if rng is None else {"dropout": rng})
     return gpn_alpha(log_q, batch["class_counts"], batch["edges"], **prop)
 
   def init(rng, batch):
-    return model.init({"params": rng}, _features(batch), batch["labels"].shape[0])
+    return model.init({"params": rng}, batch_features(batch), batch["labels"].shape[0])
 
   def loss_fn(params, batch, rng):
     alpha = alpha_of(params, batch, train=True, rng=rng)
@@ -190,14 +184,14 @@ def latent_stats(model: GPN, params: Any, batch: Mapping[str, Any]) -> Any:
   unchanged when the model has no `latent_norm`."""
   if not model.latent_norm:
     return params
-  _, state = model.apply(params, _features(batch), batch["labels"].shape[0], mutable=["intermediates"])
+  _, state = model.apply(params, batch_features(batch), batch["labels"].shape[0], mutable=["intermediates"])
   mean, var = state["intermediates"]["latent_norm"]["stats"][0]
   return dict(params, latent_stats={"latent_norm": {"mean": mean, "var": var}})
 
 
 def _scores(model: GPN, params: Any, batch: Mapping[str, Any], class_counts: jax.Array, latent: int, teleport: float,
             k_prop: int) -> dict:
-  log_q = model.apply(params, _features(batch), batch["labels"].shape[0])
+  log_q = model.apply(params, batch_features(batch), batch["labels"].shape[0])
   alpha = gpn_alpha(log_q, class_counts, batch["edges"], latent=latent, teleport=teleport, k_prop=k_prop)
   pred = jnp.argmax(alpha, -1)
   out = dirichlet_readouts(alpha, pred)

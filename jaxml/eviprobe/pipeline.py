@@ -214,8 +214,23 @@ def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, An
                 np.asarray(train_idx), num_classes, cost)
 
 
-def _same_graph(a: np.ndarray, b: np.ndarray) -> bool:
-  return a.shape == b.shape and bool(np.array_equal(a, b))
+def _simple_scorers(config: Mapping[str, Any], fitted: Fitted, out: Mapping[str, jax.Array],
+                    edges: jax.Array) -> dict[str, Callable[[], dict]]:
+  """Baseline name -> thunk of its {ood, misc, probs} from the backbone's forward `out` on one graph."""
+  logits, gs = out["logits"], dict(config["gnnsafe"])
+  return {
+      "msp": lambda: bl.msp(logits), "entropy": lambda: bl.entropy_score(logits),
+      "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature),
+      "energy": lambda: bl.energy(logits),
+      "gnnsafe": lambda: _gnnsafe(logits, edges, steps=int(gs["steps"]), alpha=float(gs["alpha"])),
+      "maha_q": lambda: bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits),
+      "maha_z": lambda: bl.mahalanobis(fitted.maha_z, out["z"], logits),
+  }
+
+
+def _row(s: Mapping[str, Any], pred: Any) -> dict:
+  """numpy ood, misc and probs of one scorer's output, with the predictions `pred`."""
+  return _np({key: s[key] for key in ("ood", "misc", "probs")}) | {"pred": np.asarray(pred)}
 
 
 def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: Mapping[str, Any], *,
@@ -247,33 +262,24 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     res[name] = ({"ood": s[READOUT_VARIANTS.get(name, "u_epi")], "misc": s["misc"], "probs": s["mean_probs"],
                   "pred": pred, "n_clamped": float(s["n_clamped"])}, secs)
   logits = out["logits"]
-  gs = dict(config["gnnsafe"])
-  simple = {
-      "msp": lambda: bl.msp(logits), "entropy": lambda: bl.entropy_score(logits),
-      "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature),
-      "energy": lambda: bl.energy(logits),
-      "gnnsafe": lambda: _gnnsafe(logits, e, steps=int(gs["steps"]), alpha=float(gs["alpha"])),
-      "maha_q": lambda: bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits),
-      "maha_z": lambda: bl.mahalanobis(fitted.maha_z, out["z"], logits),
-  }
-  for name, fn in simple.items():
+  for name, fn in _simple_scorers(config, fitted, out, e).items():
     if name in baselines:
       s, secs = timed(fn)
-      res[name] = (_np(s) | {"pred": pred}, secs)
+      res[name] = (_row(s, pred), secs)
   if "gkde" in baselines:
-    if _same_graph(edges_np, fitted.edges):   # a structure-only prior: unchanged by feature shifts
+    if np.array_equal(edges_np, fitted.edges):   # a structure-only prior: unchanged by feature shifts
       g, secs = fitted.gkde, 0.0
-    else:                                     # the graph was rewired: the prior is refitted on it
+    else:                                        # the graph was rewired: the prior is refitted on it
       g, secs = timed(lambda: _gkde_fit(config, edges_np, fitted.labels, fitted.train_idx, k, logits))
-    res["gkde"] = (_np({key: g[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
+    res["gkde"] = (_row(g, pred), secs)
   if "epn" in baselines:
     hidden = int(dict(config["epn"])["hidden"])
     s, secs = timed(lambda: bl.epn_scores(fitted.epn, out["z"], logits, k, hidden))
-    res["epn"] = (_np({key: s[key] for key in ("ood", "misc", "probs")}) | {"pred": pred}, secs)
+    res["epn"] = (_row(s, pred), secs)
   if "gpn" in baselines:
     gm, gp, counts = fitted.gpn
     s, secs = timed(lambda: gpn_lib.gpn_scores(dict(config["gpn"]), gm, gp, batch, counts))
-    res["gpn"] = (_np({key: s[key] for key in ("ood", "misc", "probs", "pred")}), secs)
+    res["gpn"] = (_row(s, s["pred"]), secs)
   samplers = []
   if {"mc_dropout", "mc_dropout_mi"} & set(baselines):
     samplers.append(("mc_dropout", "mi", lambda: bb.mc_logits(model, params, batch, rng, int(config["mc_samples"]))))
@@ -284,10 +290,9 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
   for name, second, fn in samplers:
     samples, secs = timed(fn)
     s = _np(bl.sample_average(samples))
-    p_pred = s["probs"].argmax(-1)
-    both = {"misc": s["misc"], "probs": s["probs"], "pred": p_pred}
-    res[name] = ({"ood": s["ood"]} | both, secs)
-    res[f"{name}_{second}"] = ({"ood": s[second]} | both, secs)
+    both = _row(s, s["probs"].argmax(-1))
+    res[name] = (both, secs)
+    res[f"{name}_{second}"] = (both | {"ood": s[second]}, secs)
   return {m: v for m, v in res.items() if m in (OURS, EXTENSION, *baselines, *config["ablations"])}
 
 
@@ -346,29 +351,22 @@ def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, ba
   cfgs = fitted.cfgs
   baselines = tuple(config["baselines"])
   methods = [m for m in ISOLATED_METHODS if m in cfgs or m in baselines]
-  gs = dict(config["gnnsafe"])
   x0 = jnp.asarray(batch["x"])
 
   def one(args):
     i, row = args
-    out = bb.forward_eval(model, params, dict(batch, x=x0.at[i].set(row)))
-    logits = out["logits"]
+    b = dict(batch, x=x0.at[i].set(row))
+    out = bb.forward_eval(model, params, b)
+    simple = _simple_scorers(config, fitted, out, e)
     res = {}
     for m in methods:
       if m in cfgs:
-        res[m] = probe.score(fitted.probe[m], out["q"], out["z"], logits, e, cfgs[m])["u_epi"][i]
-      elif m == "msp":
-        res[m] = bl.msp(logits)["ood"][i]
-      elif m == "energy":
-        res[m] = bl.energy(logits)["ood"][i]
-      elif m == "gnnsafe":
-        res[m] = bl.gnnsafe(logits, e, steps=int(gs["steps"]), alpha=float(gs["alpha"]))["ood"][i]
-      elif m == "maha_q":
-        res[m] = bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits)["ood"][i]
+        res[m] = probe.score(fitted.probe[m], out["q"], out["z"], out["logits"], e, cfgs[m])["u_epi"][i]
       elif m == "gpn":
         gm, gp, counts = fitted.gpn
-        res[m] = gpn_lib.gpn_scores(dict(config["gpn"]), gm, gp, dict(batch, x=x0.at[i].set(row)), counts,
-                                    jit=False)["ood"][i]
+        res[m] = gpn_lib.gpn_scores(dict(config["gpn"]), gm, gp, b, counts, jit=False)["ood"][i]
+      else:
+        res[m] = simple[m]()["ood"][i]
     return res
 
   t0 = time.perf_counter()

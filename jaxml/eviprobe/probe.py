@@ -232,17 +232,16 @@ def fit_temperature(logits: jax.Array, labels: jax.Array, *, num_grid: int = 200
   return temps[jnp.argmin(jax.vmap(nll)(temps))]
 
 
+def _spaces(config: ProbeConfig, q: jax.Array, z: jax.Array | None) -> tuple:
+  """The latent spaces `config.latent` probes: (q,), (z,) or (q, z)."""
+  return {"q": (q,), "z": (z,)}.get(config.latent, (q, z))
+
+
 def fit_probe(q: jax.Array, z: jax.Array | None, logits: jax.Array, labels: jax.Array,
               train_idx: jax.Array, val_idx: jax.Array, config: ProbeConfig = ProbeConfig()) -> ProbeState:
   """Fits X-EviProbe on the clean graph. Index arrays are int [n_train], [n_val]; jit-able."""
   k = logits.shape[-1]
-  if config.latent == "q":
-    spaces = (q,)
-  elif config.latent == "z":
-    spaces = (z,)
-  else:
-    spaces = (q, z)
-  latents = tuple(fit_latent_probe(x, labels, train_idx, val_idx, k) for x in spaces)
+  latents = tuple(fit_latent_probe(x, labels, train_idx, val_idx, k) for x in _spaces(config, q, z))
   nu_ref = jnp.sort(jax.nn.logsumexp(logits[val_idx], -1))
   counts = jax.nn.one_hot(labels[train_idx], k).sum(0)
   temp = fit_temperature(logits[val_idx], labels[val_idx])
@@ -300,12 +299,7 @@ def score(state: ProbeState, q: jax.Array, z: jax.Array | None, logits: jax.Arra
   """X-EviProbe scores on a (possibly shifted) graph: alpha [N, K], evidence (Ẽ), tau, u_epi, u_alea, class_split,
   msp, expected_entropy, total_entropy, mutual_info, dissonance, neg_log_evidence, mean_probs, n_clamped and
   misc (the read-out named by config.misc_readout). Predictions stay argmax p."""
-  if config.latent == "q":
-    latents = (q,)
-  elif config.latent == "z":
-    latents = (z,)
-  else:
-    latents = (q, z)
+  latents = _spaces(config, q, z)
   ev = evidence(state, latents, logits, config)
   tau = output_typicality(state, logits)
   energy = jnp.exp(ev["log_E"])
