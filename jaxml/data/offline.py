@@ -278,10 +278,11 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
 GRAPH_DATASETS = ("cora", "citeseer", "cora_ml")
 
 
-def _csr(d: Any, prefix: str, dotted: bool):
+def _csr(d: Any, name: str):
+  """CSR matrix `name` of a gnn-benchmark npz, stored as `<name>_matrix.data`, ... or `<name>_data`, ..."""
   import scipy.sparse as sp  # scipy only where graphs are read
-  key = (lambda s: f"{prefix}.{s}") if dotted else (lambda s: f"{prefix}_{s}")
-  return sp.csr_matrix((d[key("data")], d[key("indices")], d[key("indptr")]), shape=tuple(d[key("shape")]))
+  key = f"{name}_matrix." if f"{name}_matrix.data" in d.files else f"{name}_"
+  return sp.csr_matrix((d[key + "data"], d[key + "indices"], d[key + "indptr"]), shape=tuple(d[key + "shape"]))
 
 
 def _edges_from_adjacency(adj) -> np.ndarray:
@@ -301,10 +302,8 @@ def _row_normalise(features: np.ndarray) -> np.ndarray:
 
 def _load_npz_graph(path: pathlib.Path, binarise: bool) -> dict[str, Any]:
   d = np.load(path, allow_pickle=True)
-  dotted = "adj_matrix.data" in d.files
-  adj = _csr(d, "adj_matrix" if dotted else "adj", dotted)
-  attr = _csr(d, "attr_matrix" if dotted else "attr", dotted)
-  features = attr.toarray().astype(np.float64)
+  adj = _csr(d, "adj")
+  features = _csr(d, "attr").toarray().astype(np.float64)
   if binarise:
     features = (features != 0).astype(np.float64)
   labels = np.asarray(d["labels"]).astype(np.int32)

@@ -30,10 +30,9 @@ from jax.scipy.special import gammaincc, log_ndtr
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import gcn_norm_weights, propagate, row_norm_weights
 
-__all__ = ["ProbeConfig", "LatentProbe", "ProbeState", "oas_shrink", "class_means", "tied_scatter",
-           "fit_latent_probe", "sq_mahalanobis", "sq_mahalanobis_whitened", "latent_log_typicality", "fit_temperature",
-           "fit_probe", "propagate_scalar", "output_typicality", "evidence", "own_guard_log_factor", "score", "LOG_CLAMP",
-           "MISC_READOUTS"]
+__all__ = ["ProbeConfig", "LatentProbe", "ProbeState", "oas_shrink", "fit_latent_probe", "sq_mahalanobis",
+           "sq_mahalanobis_whitened", "latent_log_typicality", "fit_temperature", "fit_probe", "propagate_scalar",
+           "output_typicality", "score", "LOG_CLAMP", "MISC_READOUTS"]
 
 LOG_CLAMP = 30.0
 TYPICALITIES = ("rbf", "chi2", "conformal", "cosine")
