@@ -92,16 +92,13 @@ def make_factor_fn(config: Mapping[str, Any]) -> Callable[[Any, jax.Array], tupl
   return factors
 
 
-def _weight(batch, cfg, name: str) -> jax.Array:
-  hp = batch.get("hp", {})
-  return jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)
-
-
 def _pair_inputs(batch, cfg) -> tuple[jax.Array, int, Any, Callable[[str], jax.Array], jax.Array]:
   """(h = [h_w; h_l] [2B, D], B, label, weight(name) -> this step's loss weight, GRL lam) of a batch."""
   h = jnp.concatenate([batch["h_w"], batch["h_l"]], axis=0)
   lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
-  return h, batch["h_w"].shape[0], batch.get("label"), lambda name: _weight(batch, cfg, name), lam
+  hp = batch.get("hp", {})
+  weight = lambda name: jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)  # noqa: E731
+  return h, batch["h_w"].shape[0], batch.get("label"), weight, lam
 
 
 def _cues(batch) -> jax.Array:
