@@ -174,10 +174,9 @@ def euler_target(apply_fn: ApplyFn, params_sg: Any, x: jax.Array, t: jax.Array, 
   params_sg = jax.lax.stop_gradient(params_sg)
   out = jax.lax.stop_gradient(out)
   delta = cfg.delta
-  if cfg.euler_field in ("model", "diag"):
-    vel = velocity_from(apply_fn(params_sg, x, t, t, label), x, t, cfg.param, cfg.eps)
-  elif cfg.euler_field == "full":
-    vel = velocity_from(apply_fn(params_sg, x, t, jnp.ones_like(t), label), x, t, cfg.param, cfg.eps)
+  if cfg.euler_field in ("model", "diag", "full"):   # own field at r = t, or the full map r = 1
+    r_field = jnp.ones_like(t) if cfg.euler_field == "full" else t
+    vel = velocity_from(apply_fn(params_sg, x, t, r_field, label), x, t, cfg.param, cfg.eps)
   elif cfg.euler_field == "vc":
     if vc is None:
       raise ValueError("euler_field='vc' needs the conditional velocity")
@@ -257,10 +256,9 @@ def make_emf_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> Callable[..., tuple[jax.
     loss = weighted_mean(err, cfg.p, cfg.c)
     aux = {"mse": jnp.mean(err), **row_split_mse(err, n_int), "active_frac": jnp.mean((r - t) > cfg.delta)}
     if aux_diag:
-      gain = aux_diag["gain"][:n_int] if n_int else aux_diag["gain"]
-      corr = aux_diag["corr"][:n_int] if n_int else aux_diag["corr"]
-      aux |= {"gain_median": jnp.median(gain), "gain_max": jnp.max(gain),
-              "corr_median": jnp.median(corr), "corr_max": jnp.max(corr)}
+      for k, v in aux_diag.items():
+        v = v[:n_int] if n_int else v
+        aux |= {f"{k}_median": jnp.median(v), f"{k}_max": jnp.max(v)}
     return loss, aux
 
   return loss_fn
