@@ -32,12 +32,9 @@ def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
   given = dict(config.items()) if hasattr(config, "items") else dict(config)
   core.reject_unknown(given, sorted(cfg), "causal_reward config")
   cfg.update(given)
-  if cfg["kind"] not in KINDS:
-    raise ValueError(f"unknown causal_reward kind {cfg['kind']!r}; expected one of {KINDS}")
-  if cfg["adv_mode"] not in ADV_MODES:
-    raise ValueError(f"unknown adv_mode {cfg['adv_mode']!r}; expected one of {ADV_MODES}")
-  if cfg["adv_target"] not in ("pref", "reward"):
-    raise ValueError(f"unknown adv_target {cfg['adv_target']!r}; expected 'pref' or 'reward'")
+  for key, allowed in (("kind", KINDS), ("adv_mode", ADV_MODES), ("adv_target", ("pref", "reward"))):
+    if cfg[key] not in allowed:
+      raise ValueError(f"unknown causal_reward {key} {cfg[key]!r}; expected one of {allowed}")
   return cfg
 
 

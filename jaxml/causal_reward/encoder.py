@@ -96,8 +96,7 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
     idx = order[start:start + batch_size]
     longest = max(len(ids[i]) for i in idx)
     t = -(-longest // multiple) * multiple
-    tok = np.zeros((batch_size, t), np.int32)
-    mask = np.zeros((batch_size, t), np.int32)
+    tok, mask = np.zeros((2, batch_size, t), np.int32)
     for row, i in enumerate(idx):
       tok[row, :len(ids[i])] = ids[i]
       mask[row, :len(ids[i])] = 1
