@@ -41,13 +41,12 @@ def get_config(arg=None):
   config.weightings = (0.0, 1.0)
   # Validation metric that chooses p and the EMF variant, per domain ("" = the domain's primary metric;
   # on checkerboard energy distance prefers collapsed one-step samples that c2st rejects).
-  config.select_metric = {d: "" for d in dict.fromkeys("toy" if d in TOY2D else d for d in config.datasets)}
-  # Only the sections the chosen datasets and methods read are present (every key is read).
-  toy = [d for d in config.datasets if d in TOY2D]
   domains = list(dict.fromkeys("toy" if d in TOY2D else d for d in config.datasets))
+  config.select_metric = {d: "" for d in domains}
+  # Only the sections the chosen datasets and methods read are present (every key is read).
   # Data sizes: training pool / held-out evaluation set (and the same number of generated samples).
   data = {}
-  if toy:
+  if "toy" in domains:
     data.update(toy_train=2000 if smoke else 20000, toy_eval=500 if smoke else (10000 if paper else 3000))
   if "gp" in domains:
     data.update(gp_train=1000 if smoke else 10000, gp_eval=500 if smoke else 2000)

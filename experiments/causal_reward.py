@@ -87,9 +87,12 @@ def _fit(config, trainer, data, rows, *, seed, epochs, batch_size, name, workdir
     return None
 
 
-def _log(dataset, seed, name, m, out, keys=None) -> None:
+def _record(rows, dataset, seed, name, m, out, keys=None) -> None:
+  """Logs one trained model's metrics (`keys`, default all) and appends its row."""
   print(f"[causal_reward] {dataset} s{seed} {name:>13s}: " + " ".join(
       f"{k} {m[k]:.3f}" for k in (keys or m) if k in m) + f" ({out.wall_s:.1f}s)", flush=True)
+  rows.append(common.row(method=name, dataset=dataset, seed=seed, metrics=m,
+                         cost={"wall_s": out.wall_s, "steps_per_s": out.steps_per_s}))
 
 
 def run_synthetic(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
@@ -135,9 +138,7 @@ def run_synthetic(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
           m.update(bon_m)
           curves.setdefault(dataset, {}).setdefault(name, []).append(
               {k: np.asarray(v).tolist() for k, v in res.items()} | {"seed": seed})
-        _log(dataset, seed, name, m, out, ("acc_id", "acc_gold", "acc_anti", "bon_gold_max", "zn_pref_gold"))
-        rows.append(common.row(method=name, dataset=dataset, seed=seed, metrics=m,
-                               cost={"wall_s": out.wall_s, "steps_per_s": out.steps_per_s}))
+        _record(rows, dataset, seed, name, m, out, ("acc_id", "acc_gold", "acc_anti", "bon_gold_max", "zn_pref_gold"))
   for dataset, per_method in curves.items():
     plot_bon(per_method, workdir, dataset)
   return rows, curves
@@ -224,9 +225,7 @@ def run_text(config, workdir, writer, mesh) -> tuple[list[dict], dict]:
         m["corr_length"], m["corr_opener"] = crm.evaluate.corr(r, t[:, 0]), crm.evaluate.corr(r, t[:, 1])
         proxy = crm.predict(trainer.reward, out.params, cands.reshape(-1, cands.shape[-1])).reshape(len(te), -1)
         m.update(hh_cues.pick_stats(np.argmax(proxy, axis=1), pad_levels))
-        _log(dataset, seed, name, m, out)
-        rows.append(common.row(method=name, dataset=dataset, seed=seed, metrics=m,
-                               cost={"wall_s": out.wall_s, "steps_per_s": out.steps_per_s}))
+        _record(rows, dataset, seed, name, m, out)
   return rows, extra
 
 

@@ -178,19 +178,14 @@ def summarise(rows: list[dict], spec: str, target: str = "sol") -> tuple[dict, s
 def run(config, workdir: str) -> list[dict]:
   plan(config)
   cache_path = os.path.join(workdir, "runs.jsonl")
-  done = {}
-  if os.path.exists(cache_path):
-    done = {r["key"]: r["rows"] for r in map(json.loads, open(cache_path))}
+  done = {r["key"]: r["rows"] for r in map(json.loads, open(cache_path))} if os.path.exists(cache_path) else {}
   rows = [r for name in config.data.datasets for r in run_dataset(config, name, done, cache_path)]
-  summaries, text = [], ""
-  for spec in config.noise.settings:
-    summary, md = summarise(rows, spec)
-    summaries.append(summary)
-    text += md + "\n"
+  summaries = [summarise(rows, spec) for spec in config.noise.settings]
+  text = "".join(md + "\n" for _, md in summaries)
   with open(os.path.join(workdir, "summary.md"), "w") as f:
     f.write(text)
   common.write_json(os.path.join(workdir, "summary.json"),
-                    json.loads(json.dumps(summaries).replace("NaN", "null")))
+                    json.loads(json.dumps([s for s, _ in summaries]).replace("NaN", "null")))
   print(text, flush=True)
   report.bar_plot([r for r in rows if "[" not in r["method"]], "mae", workdir, "mae.png",
                   title="test MAE (validation-chosen decoder)")

@@ -32,12 +32,9 @@ def resolve(config: Mapping[str, Any]) -> dict[str, Any]:
   given = dict(config.items()) if hasattr(config, "items") else dict(config)
   core.reject_unknown(given, sorted(cfg), "causal_reward config")
   cfg.update(given)
-  if cfg["kind"] not in KINDS:
-    raise ValueError(f"unknown causal_reward kind {cfg['kind']!r}; expected one of {KINDS}")
-  if cfg["adv_mode"] not in ADV_MODES:
-    raise ValueError(f"unknown adv_mode {cfg['adv_mode']!r}; expected one of {ADV_MODES}")
-  if cfg["adv_target"] not in ("pref", "reward"):
-    raise ValueError(f"unknown adv_target {cfg['adv_target']!r}; expected 'pref' or 'reward'")
+  for key, allowed in (("kind", KINDS), ("adv_mode", ADV_MODES), ("adv_target", ("pref", "reward"))):
+    if cfg[key] not in allowed:
+      raise ValueError(f"unknown causal_reward {key} {cfg[key]!r}; expected one of {allowed}")
   return cfg
 
 
@@ -92,16 +89,13 @@ def make_factor_fn(config: Mapping[str, Any]) -> Callable[[Any, jax.Array], tupl
   return factors
 
 
-def _weight(batch, cfg, name: str) -> jax.Array:
-  hp = batch.get("hp", {})
-  return jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)
-
-
 def _pair_inputs(batch, cfg) -> tuple[jax.Array, int, Any, Callable[[str], jax.Array], jax.Array]:
   """(h = [h_w; h_l] [2B, D], B, label, weight(name) -> this step's loss weight, GRL lam) of a batch."""
   h = jnp.concatenate([batch["h_w"], batch["h_l"]], axis=0)
   lam = jnp.mean(batch["grl_lambda"]) if "grl_lambda" in batch else jnp.zeros((), h.dtype)
-  return h, batch["h_w"].shape[0], batch.get("label"), lambda name: _weight(batch, cfg, name), lam
+  hp = batch.get("hp", {})
+  weight = lambda name: jnp.mean(hp[name]) if name in hp else jnp.asarray(cfg[name], jnp.float32)  # noqa: E731
+  return h, batch["h_w"].shape[0], batch.get("label"), weight, lam
 
 
 def _cues(batch) -> jax.Array:

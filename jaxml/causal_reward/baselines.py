@@ -45,9 +45,7 @@ class CovariateRM(nn.Module):
   def __call__(self, h: jax.Array, t: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     r = RewardMLP(self.trunk_hidden, self.trunk_out, name="rm")(h)
     gamma = self.param("gamma", nn.initializers.zeros, (self.num_cues,))
-    if t is None:
-      return r, r
-    return r, r + t @ gamma
+    return r, r if t is None else r + t @ gamma
 
 
 class OdinRM(nn.Module):

@@ -39,10 +39,7 @@ def best_of_n(proxy: np.ndarray, values: Mapping[str, np.ndarray], ns: Sequence[
     for name, v in values.items():
       vg = np.asarray(v, np.float64).reshape(p, g, n)
       out[name].append(float(np.mean(np.take_along_axis(vg, pick, axis=-1))))
-  res = {k: np.asarray(v) for k, v in out.items()}
-  res["n"] = np.asarray(ns)
-  res["kl"] = kl_bon(ns)
-  return res
+  return {**{k: np.asarray(v) for k, v in out.items()}, "n": np.asarray(ns), "kl": kl_bon(ns)}
 
 
 def fit_gao(kl: np.ndarray, gain: np.ndarray) -> tuple[float, float]:

@@ -53,20 +53,18 @@ def load_minilm_params(path: str | os.PathLike | None = None, module: SentenceEn
     if name == "embeddings.position_ids" or name.startswith("pooler."):
       continue
     parts = name.split(".")
+    leaf = parts[-1]
     if parts[0] == "embeddings":
-      sub = {"word_embeddings": "word_embeddings", "position_embeddings": "position_embeddings",
-             "token_type_embeddings": "token_type_embeddings", "LayerNorm": "embeddings_ln"}[parts[1]]
-      if parts[1] == "LayerNorm":
-        _set(bert, f"{sub}/{'scale' if parts[2] == 'weight' else 'bias'}", value)
-      else:
-        _set(bert, f"{sub}/embedding", value)
-      continue
-    if parts[0] != "encoder" or parts[1] != "layer":
+      kind, target = parts[1], {"LayerNorm": "embeddings_ln"}.get(parts[1], parts[1])
+    elif parts[:2] == ["encoder", "layer"]:
+      kind = ".".join(parts[3:-1])
+      target = f"layer_{parts[2]}/{_LAYER_MAP[kind]}"
+    else:
       raise ValueError(f"unexpected tensor {name}")
-    layer, kind, leaf = parts[2], ".".join(parts[3:-1]), parts[-1]
-    target = f"layer_{layer}/{_LAYER_MAP[kind]}"
     if kind.endswith("LayerNorm"):
       _set(bert, f"{target}/{'scale' if leaf == 'weight' else 'bias'}", value)
+    elif parts[0] == "embeddings":
+      _set(bert, f"{target}/embedding", value)
     else:
       _set(bert, f"{target}/{'kernel' if leaf == 'weight' else 'bias'}", value.T if leaf == "weight" else value)
   params = {"params": {"bert": bert}}
@@ -98,8 +96,7 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
     idx = order[start:start + batch_size]
     longest = max(len(ids[i]) for i in idx)
     t = -(-longest // multiple) * multiple
-    tok = np.zeros((batch_size, t), np.int32)
-    mask = np.zeros((batch_size, t), np.int32)
+    tok, mask = np.zeros((2, batch_size, t), np.int32)
     for row, i in enumerate(idx):
       tok[row, :len(ids[i])] = ids[i]
       mask[row, :len(ids[i])] = 1

@@ -19,11 +19,8 @@ __all__ = ["accuracies", "corr", "cue_effects", "bon_readout", "factor_leakage",
 
 def accuracies(trainer: RewardTrainer, params: Any, sets: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, float]:
   """`acc_<name>`: pairwise accuracy of the inference reward on each pair set (h_w, h_l)."""
-  out = {}
-  for name, d in sets.items():
-    r_w, r_l = predict(trainer.reward, params, d["h_w"]), predict(trainer.reward, params, d["h_l"])
-    out[f"acc_{name}"] = float(losses.pairwise_accuracy(r_w, r_l))
-  return out
+  reward = lambda h: predict(trainer.reward, params, h)  # noqa: E731
+  return {f"acc_{k}": float(losses.pairwise_accuracy(reward(d["h_w"]), reward(d["h_l"]))) for k, d in sets.items()}
 
 
 def corr(x: np.ndarray, y: np.ndarray) -> float:

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+import scipy.stats
 
 from jaxml import core
 from jaxml.causal_reward import baselines, training
@@ -44,16 +45,7 @@ def ridge_accuracy(x_tr, y_tr, x_te, y_te, l2: float = 1e-3) -> float:
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
   """Spearman rank correlation with average ranks for ties (the binary cue is all ties)."""
-  def rank(v):
-    v = np.asarray(v, np.float64)
-    order = np.argsort(v, kind="stable")
-    r = np.empty(len(v))
-    r[order] = np.arange(len(v))
-    _, inv, counts = np.unique(v, return_inverse=True, return_counts=True)
-    sums = np.bincount(inv, weights=r)
-    return sums[inv] / counts[inv]
-  rx, ry = rank(x), rank(y)
-  return float(np.corrcoef(rx, ry)[0, 1])
+  return float(scipy.stats.spearmanr(x, y).statistic)
 
 
 class ProbeResult(NamedTuple):
@@ -66,8 +58,7 @@ def make_probe_trainer(task: str, dim: int, *, hidden: int = 64, lr: float = 3e-
   Bradley-Terry on pairs, "regress" regresses a scalar (MSE). Build once per (task, dim): one compile."""
   if task not in ("pref", "regress"):
     raise ValueError(f"unknown probe task {task!r}; expected 'pref' or 'regress'")
-  kind = "vanilla"
-  trainer = training.make_trainer({"kind": kind, "dim": dim, "trunk_hidden": hidden, "trunk_out": 32},
+  trainer = training.make_trainer({"kind": "vanilla", "dim": dim, "trunk_hidden": hidden, "trunk_out": 32},
                                   {"name": "adam", "lr": lr, "clip_norm": 1.0})
   if task == "pref":
     return trainer

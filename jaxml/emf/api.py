@@ -14,7 +14,7 @@ from jaxml.emf import baselines, sample
 from jaxml.emf.losses import EMFConfig, make_emf_loss
 from jaxml.emf.model import ApplyFn, make_apply_fn, make_network
 
-__all__ = ["METHODS", "REGISTRY", "FlowMethod", "Generator", "make_generator", "make_method", "emf_config_from"]
+__all__ = ["METHODS", "REGISTRY", "FlowMethod", "Generator", "make_generator", "make_method"]
 
 SampleFn = Callable[[Any, jax.Array, jax.Array | None, jax.Array, int], jax.Array]
 
@@ -57,14 +57,6 @@ def _section(config: Any, name: str) -> dict:
 def _checked(section: Mapping[str, Any], fields: tuple[str, ...], what: str) -> dict:
   core.reject_unknown(section, fields, what)
   return dict(section)
-
-
-def emf_config_from(config: Any, **overrides) -> EMFConfig:
-  """EMFConfig from `config['emf']` and `config['num_classes']`, then `overrides`."""
-  fields = _checked(_section(config, "emf"), EMFConfig._fields, "emf")
-  fields["num_classes"] = int(_get(config, "num_classes", 0) or 0)
-  fields.update(overrides)
-  return EMFConfig(**fields)
 
 
 def _emf(param: str, euler_field: str | None = None) -> FlowMethod:
@@ -134,7 +126,8 @@ def make_generator(config: Any) -> Generator:
   net = make_network(_section(config, "model"), num_classes=num_classes)
   apply_fn = make_apply_fn(net)
   sections = {k: _section(config, k) for k in ("fm", "meanflow", "shortcut", "ct")}
-  sections["emf"] = emf_config_from(config)
+  sections["emf"] = EMFConfig(**{**_checked(_section(config, "emf"), EMFConfig._fields, "emf"),
+                                 "num_classes": num_classes})
   loss_fn, sample_fn, extra = REGISTRY[name].build(apply_fn, sections, num_classes)
 
   def init(rng, batch):

@@ -78,10 +78,8 @@ def make_meanflow_loss(apply_fn: ApplyFn, cfg: EMFConfig, *, impl: str = "fused"
     if impl == "fused":
       fn = lambda xx, tt, rr: apply_fn(params, xx, tt, rr, sl(labels, 0, m))
       out_m, du = jvp(fn, (xt[:m], t[:m], r[:m]), tangents)
-      if m < bsz:
-        out = jnp.concatenate([out_m, apply_fn(params, xt[m:], t[m:], r[m:], sl(labels, m, bsz))], axis=0)
-      else:
-        out = out_m
+      out = out_m if m == bsz else jnp.concatenate(
+          [out_m, apply_fn(params, xt[m:], t[m:], r[m:], sl(labels, m, bsz))], axis=0)
     else:
       out = apply_fn(params, xt, t, r, labels)
       fn = lambda xx, tt, rr: apply_fn(params_sg, xx, tt, rr, sl(labels, 0, m))

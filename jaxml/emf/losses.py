@@ -111,9 +111,7 @@ def sample_time_pairs(rng: jax.Array, batch: int, cfg: EMFConfig) -> tuple[jax.A
   ab = _base_times(rng, (2, batch), cfg)
   lo, hi = jnp.minimum(ab[0], ab[1]), jnp.maximum(ab[0], ab[1])
   is_int = jnp.arange(batch) < n_int
-  t = jnp.where(is_int, lo, ab[0])
-  r = jnp.where(is_int, hi, ab[0])
-  return t, r
+  return jnp.where(is_int, lo, ab[0]), jnp.where(is_int, hi, ab[0])
 
 
 def interpolate(x0: jax.Array, x1: jax.Array, t: jax.Array) -> jax.Array:
@@ -174,10 +172,9 @@ def euler_target(apply_fn: ApplyFn, params_sg: Any, x: jax.Array, t: jax.Array, 
   params_sg = jax.lax.stop_gradient(params_sg)
   out = jax.lax.stop_gradient(out)
   delta = cfg.delta
-  if cfg.euler_field in ("model", "diag"):
-    vel = velocity_from(apply_fn(params_sg, x, t, t, label), x, t, cfg.param, cfg.eps)
-  elif cfg.euler_field == "full":
-    vel = velocity_from(apply_fn(params_sg, x, t, jnp.ones_like(t), label), x, t, cfg.param, cfg.eps)
+  if cfg.euler_field in ("model", "diag", "full"):   # own field at r = t, or the full map r = 1
+    r_field = jnp.ones_like(t) if cfg.euler_field == "full" else t
+    vel = velocity_from(apply_fn(params_sg, x, t, r_field, label), x, t, cfg.param, cfg.eps)
   elif cfg.euler_field == "vc":
     if vc is None:
       raise ValueError("euler_field='vc' needs the conditional velocity")
@@ -196,12 +193,9 @@ def euler_target(apply_fn: ApplyFn, params_sg: Any, x: jax.Array, t: jax.Array, 
     corr = target - anchor
     gain = jnp.where(long, span / jnp.where(long, r - t, 1.0), 0.0)
   else:
-    if cfg.param == "u":
-      gain = span / delta
-    else:
-      a = jnp.maximum(1.0 - t, cfg.eps)
-      b = jnp.maximum(1.0 - r, cfg.eps)
-      gain = span * a / (b * delta)
+    # k_u = span / delta; k_x = span a / (b delta), a = max(1 - t, eps), b = max(1 - r, eps)
+    gain = span / delta if cfg.param == "u" else (
+        span * jnp.maximum(1.0 - t, cfg.eps) / (jnp.maximum(1.0 - r, cfg.eps) * delta))
     corr = _bcast(gain, x) * (nxt - out)
     if cfg.target_clip > 0:
       corr = jnp.clip(corr, -cfg.target_clip, cfg.target_clip)
@@ -219,10 +213,7 @@ def jvp_target(apply_fn: ApplyFn, params: Any, x: jax.Array, t: jax.Array, r: ja
   """
   fn = lambda xx, tt, rr: apply_fn(params, xx, tt, rr, label)
   _, du = jax.jvp(fn, (x, t, r), (tangent_v, jnp.ones_like(t), jnp.zeros_like(r)))
-  if param == "u":
-    coef = r - t
-  else:
-    coef = (r - t) * jnp.maximum(1.0 - t, eps) / jnp.maximum(1.0 - r, eps)
+  coef = r - t if param == "u" else (r - t) * jnp.maximum(1.0 - t, eps) / jnp.maximum(1.0 - r, eps)
   return anchor + _bcast(coef, x) * du
 
 
@@ -257,10 +248,9 @@ def make_emf_loss(apply_fn: ApplyFn, cfg: EMFConfig) -> Callable[..., tuple[jax.
     loss = weighted_mean(err, cfg.p, cfg.c)
     aux = {"mse": jnp.mean(err), **row_split_mse(err, n_int), "active_frac": jnp.mean((r - t) > cfg.delta)}
     if aux_diag:
-      gain = aux_diag["gain"][:n_int] if n_int else aux_diag["gain"]
-      corr = aux_diag["corr"][:n_int] if n_int else aux_diag["corr"]
-      aux |= {"gain_median": jnp.median(gain), "gain_max": jnp.max(gain),
-              "corr_median": jnp.median(corr), "corr_max": jnp.max(corr)}
+      for k, v in aux_diag.items():
+        v = v[:n_int] if n_int else v
+        aux |= {f"{k}_median": jnp.median(v), f"{k}_max": jnp.max(v)}
     return loss, aux
 
   return loss_fn

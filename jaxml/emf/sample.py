@@ -39,17 +39,10 @@ def sample_flow_map(apply_fn: ApplyFn, params: Any, x0: jax.Array, num_steps: in
 
 
 def sample_flow(apply_fn: ApplyFn, params: Any, x0: jax.Array, num_steps: int,
-                label: jax.Array | None = None, param: str = "u", eps: float = 0.02) -> jax.Array:
-  """Euler integration of the instantaneous field (network at r = t); x1 models give v = (xh - x)/(1 - t)."""
-
-  def body(k, x):
-    t0, t1 = _grid(k, num_steps, x.dtype)
-    out = apply_fn(params, x, _full(t0, x), _full(t0, x), label)
-    if param == "u":
-      return x + (t1 - t0) * out
-    return x + (t1 - t0) * (out - x) / jnp.maximum(1 - t0, eps)
-
-  return jax.lax.fori_loop(0, num_steps, body, x0)
+                label: jax.Array | None = None) -> jax.Array:
+  """Euler integration of the instantaneous field: the u flow-map sampler with the network at r = t."""
+  at_t = lambda p, x, t, r, lab: apply_fn(p, x, t, t, lab)  # noqa: E731
+  return sample_flow_map(at_t, params, x0, num_steps, label)
 
 
 def consistency_fn(apply_fn: ApplyFn, params: Any, x: jax.Array, t: jax.Array,

@@ -67,10 +67,9 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
   core.reject_unknown(given, DEFAULTS, "SOL")
   # typed once here (DEFAULTS' types), so no reader converts again
   s = {k: type(DEFAULTS[k])(v) for k, v in {**DEFAULTS, **given, **_VARIANTS[variant]}.items()}
-  if s["relabel_step"] not in RELABEL_STEPS:
-    raise ValueError(f"unknown relabel_step {s['relabel_step']!r}; expected one of {RELABEL_STEPS}")
-  if s["relabel_decoder"] not in RELABEL_DECODERS:
-    raise ValueError(f"unknown relabel_decoder {s['relabel_decoder']!r}; expected one of {RELABEL_DECODERS}")
+  for key, allowed in (("relabel_step", RELABEL_STEPS), ("relabel_decoder", RELABEL_DECODERS)):
+    if s[key] not in allowed:
+      raise ValueError(f"unknown {key} {s[key]!r}; expected one of {allowed}")
   if s["relabel_every"] % s["refresh_every"]:
     raise ValueError("relabel_every must be a multiple of refresh_every")
   if s["relabel_start"] % s["refresh_every"]:   # labels are refined at refresh steps only:

@@ -24,10 +24,6 @@ _HEADS = {"ce": "logits", "soft_ce": "logits", "l2": "scalar", "l1": "scalar", "
           "corn": "corn", "poe": "poe"}
 
 
-def _bce(logits: jax.Array, targets: jax.Array) -> jax.Array:
-  return optax.sigmoid_binary_cross_entropy(logits, targets)
-
-
 def _poe_ordinal(mu: jax.Array, logvar: jax.Array, y: jax.Array, rng: jax.Array, margin: float) -> jax.Array:
   """Ordinal constraint between Gaussian embeddings: for anchor a and two random partners b, c
   with |y_a − y_b| < |y_a − y_c|, require W2²(a, b) + margin ≤ W2²(a, c) (hinge)."""
@@ -82,11 +78,9 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
 
   def loss_fn(params, batch, rng):
     y = batch["y"].astype(jnp.int32)
-    if name == "poe":
-      sample_rng, pair_rng = jax.random.split(rng)
-      out = net.apply({"params": params}, batch["x"], sample=True, rngs={"sample": sample_rng})
-    else:
-      out = net.apply({"params": params}, batch["x"])
+    above = (y[:, None] > ks[None, :]).astype(jnp.float32)   # 1[r > k], the CORAL / CORN targets
+    sample_rng, pair_rng = jax.random.split(rng)   # POE only: the embedding sample and its pairs
+    out = net.apply({"params": params}, batch["x"], sample=name == "poe", rngs={"sample": sample_rng})
     if name == "ce":
       loss = optax.softmax_cross_entropy_with_integer_labels(out["logits"], y).mean()
     elif name == "soft_ce":
@@ -96,10 +90,10 @@ def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callabl
     elif name == "l1":
       loss = jnp.mean(jnp.abs(out["value"] - y))
     elif name == "coral":
-      loss = _bce(out["logits"], (y[:, None] > ks[None, :]).astype(jnp.float32)).sum(-1).mean()
+      loss = optax.sigmoid_binary_cross_entropy(out["logits"], above).sum(-1).mean()
     elif name == "corn":
       mask = (y[:, None] >= ks[None, :]).astype(jnp.float32)   # k = 0 keeps every row
-      per = _bce(out["logits"], (y[:, None] > ks[None, :]).astype(jnp.float32)) * mask
+      per = optax.sigmoid_binary_cross_entropy(out["logits"], above) * mask
       loss = per.sum() / jnp.maximum(mask.sum(), 1.0)
     else:  # poe
       mu, logvar = out["mu"], out["logvar"]

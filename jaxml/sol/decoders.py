@@ -57,19 +57,15 @@ def profile_position(prof: jax.Array, table: jax.Array, valid: jax.Array, window
   return lstar.astype(jnp.float32) + jnp.clip(shift, -window, window)
 
 
-def _clip_to_valid(r: jax.Array, valid: jax.Array) -> jax.Array:
-  idx = jnp.arange(valid.shape[0])
-  lo = jnp.min(jnp.where(valid, idx, valid.shape[0]))
-  hi = jnp.max(jnp.where(valid, idx, -1))
-  return jnp.clip(r, lo, hi).astype(jnp.int32)
-
-
 def profile(t: jax.Array, t_train: jax.Array, labels: jax.Array, valid: jax.Array) -> jax.Array:
-  """round(a + b t), (a, b) the least-squares fit of the training labels on the training t̂."""
+  """round(a + b t), (a, b) the least-squares fit of the training labels on the training t̂, clipped to the
+  lowest and highest valid rank."""
   tm, ym = t_train.mean(), labels.astype(jnp.float32).mean()
   cov = jnp.mean((t_train - tm) * (labels - ym))
   b = cov / jnp.maximum(jnp.var(t_train), 1e-9)
-  return _clip_to_valid(jnp.round(ym + b * (t - tm)), valid)
+  idx = jnp.arange(valid.shape[0])
+  lo, hi = jnp.min(jnp.where(valid, idx, valid.shape[0])), jnp.max(jnp.where(valid, idx, -1))
+  return jnp.clip(jnp.round(ym + b * (t - tm)), lo, hi).astype(jnp.int32)
 
 
 def top_k(values: jax.Array, k: int) -> jax.Array:

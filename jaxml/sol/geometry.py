@@ -22,8 +22,7 @@ class ArcLoss(NamedTuple):
 def arc_embeddings(num_classes: int, spacing: float, dim: int = 2) -> jax.Array:
   """[C, dim] unit embeddings on a great-circle arc, centred on the first axis, spacing Δ rad."""
   theta = (jnp.arange(num_classes) - 0.5 * (num_classes - 1)) * spacing
-  e = jnp.zeros((num_classes, dim)).at[:, 0].set(jnp.cos(theta)).at[:, 1].set(jnp.sin(theta))
-  return e
+  return jnp.zeros((num_classes, dim)).at[:, 0].set(jnp.cos(theta)).at[:, 1].set(jnp.sin(theta))
 
 
 def arc_loss(num_classes: int, spacing: float, *, sigma: float = 1.0, tau: int = 3,
@@ -36,10 +35,7 @@ def arc_loss(num_classes: int, spacing: float, *, sigma: float = 1.0, tau: int =
   ranks = jnp.arange(c)
   cent = L.soft_centroids(e, L.gaussian_rows(ranks, c, sigma))
   prof = L.expected_profile(e, cent, L.gaussian_table(c, sigma))
-  bi, ki = np.meshgrid(np.arange(c), np.arange(c), indexing="ij")
-  bi, ki = bi.ravel(), ki.ravel()
-  keep = bi != ki
-  bi, ki = bi[keep], ki[keep]
+  bi, ki = np.nonzero(~np.eye(c, dtype=bool))                  # every ordered pair of distinct ranks
   dist = L.gaussian_rows(ranks, c, sigma)
   probs = L.order_probs(dist[bi], dist[ki], tau)
   v = L.order_violations(prof[bi] - prof[ki], ranks[bi], ranks[ki], margin)

@@ -32,15 +32,10 @@ def refine_labels(pred: jax.Array, labels: jax.Array, *, eta: float = 0.9,
   seg = jnp.clip(labels, 0, num - 1)
   class_max = jax.ops.segment_max(ad, seg, num_segments=num)[seg]
   flagged = (class_max > 0) & (ad >= eta * class_max)
-  if step_rule == "constant_rate_mean":
-    step = jnp.floor(0.5 * ad.mean()) * jnp.ones_like(ad)
-  elif step_rule == "round_mean":
-    step = jnp.maximum(1.0, jnp.round(0.5 * ad.mean())) * jnp.ones_like(ad)
-  elif step_rule == "half_delta":
-    step = jnp.floor(0.5 * ad)
-  else:
-    step = jnp.ones_like(ad)
-  step = jnp.minimum(step, ad)
+  half_mean = 0.5 * ad.mean()
+  step = {"constant_rate_mean": jnp.floor(half_mean), "round_mean": jnp.maximum(1.0, jnp.round(half_mean)),
+          "half_delta": jnp.floor(0.5 * ad), "fixed": 1.0}[step_rule]
+  step = jnp.minimum(step * jnp.ones_like(ad), ad)
   moved = jnp.maximum(labels - jnp.sign(delta) * step.astype(jnp.int32), 0).astype(jnp.int32)
   new = jnp.where(flagged, moved, labels)
   return Refinement(new, flagged, jnp.sum(jnp.where(flagged, step, 0.0)) / jnp.maximum(flagged.sum(), 1))
