@@ -13,6 +13,10 @@ from jaxml import core
 from jaxml.metrics import generative as gm
 from jaxml.nn.mlp import MLP
 
+__all__ = ["PRIMARY", "HIGHER_BETTER", "NOT_SCORES", "MODE_SHARE", "FLOORS", "EMF_VARIANTS", "EVAL_CHUNK", "Features",
+           "score", "floor_samples", "train_feature_classifier", "variant", "pick", "choose", "mark_not_learned",
+           "summary", "headline", "combine"]
+
 PRIMARY = {"checkerboard": "energy", "8gaussians": "energy", "moons": "energy", "gp": "energy", "mnist1d": "frechet",
            "digits": "frechet", "pointclouds": "mmd_cd"}
 HIGHER_BETTER = ("modes", "cov_cd")           # every other score is lower-is-better (c2st / nna: 0.5 ideal)
