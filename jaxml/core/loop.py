@@ -240,8 +240,7 @@ def fit(state: TrainState,
   t0, steps_done, step = time.perf_counter(), 0, start
   # The guard makes an accidental implicit host<->device copy in the step path fail loudly;
   # periodic host work (logging, eval, hooks, checkpoints) runs with transfers allowed.
-  guard = jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext()
-  with guard:
+  with jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext():
     while step < num_steps and not stopped:
       n = next_stop(step) - step
       chunk = [first] if step == start else []

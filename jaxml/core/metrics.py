@@ -22,12 +22,10 @@ FLUSH_SECONDS = 10.0   # event files reach the disk at least this often while a 
 def to_python(tree: Any) -> Any:
   """Device/numpy scalars -> JSON-friendly floats and ints (NaN kept as float)."""
   def conv(x):
-    if isinstance(x, (np.ndarray, jax.Array)):
-      x = np.asarray(x)
-      return x.item() if x.ndim == 0 else x.tolist()
-    if isinstance(x, (np.floating, np.integer)):
-      return x.item()
-    return x
+    if not isinstance(x, (np.ndarray, jax.Array, np.floating, np.integer)):
+      return x
+    x = np.asarray(x)
+    return x.item() if x.ndim == 0 else x.tolist()
   return jax.tree.map(conv, tree)
 
 
