@@ -27,7 +27,7 @@ from ml_collections import config_flags
 from jaxml import core
 
 __all__ = ["define_flags", "run_main", "launch", "row", "validate_choice", "validate_dataset", "save_plot",
-           "write_json", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
+           "write_json", "read_runs", "ConfigError", "WorkdirBusyError", "LOCK_FILE", "lock_workdir",
            "track_reads", "config_leaves", "override_keys", "enable_compilation_cache"]
 
 FLAGS = flags.FLAGS
@@ -107,13 +107,9 @@ def track_reads(config: ml_collections.ConfigDict) -> set[str]:
 
 def config_leaves(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
   """Dotted paths of every leaf (a value that is not a section), without reading them."""
-  out = []
-  for key, value in config._fields.items():
-    if isinstance(value, ml_collections.ConfigDict):
-      out += config_leaves(value, f"{prefix}{key}.")
-    else:
-      out.append(f"{prefix}{key}")
-  return out
+  return [leaf for key, value in config._fields.items()
+          for leaf in (config_leaves(value, f"{prefix}{key}.") if isinstance(value, ml_collections.ConfigDict)
+                       else [f"{prefix}{key}"])]
 
 
 _OVERRIDE = re.compile(r"^--?(?:no)?config\.([^=\s]+)")

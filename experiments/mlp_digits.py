@@ -47,8 +47,7 @@ def plan(config) -> Plan:
 def run(config, workdir: str) -> list[dict]:
   p = plan(config)
   data = offline.load_digits(seed=p.split_seed, test_fraction=p.test_fraction)
-  train = {"x": data["x_train"].reshape(len(data["x_train"]), -1), "y": data["y_train"]}
-  test = {"x": data["x_test"].reshape(len(data["x_test"]), -1), "y": data["y_test"]}
+  train, test = ({"x": data[f"x_{s}"].reshape(len(data[f"x_{s}"]), -1), "y": data[f"y_{s}"]} for s in ("train", "test"))
   num_classes = int(data["y_train"].max()) + 1
   rows = []
   for kind, model_cfg in p.models.items():

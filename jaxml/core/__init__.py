@@ -21,9 +21,8 @@ from jaxml.core.types import Batch, Method, Params
 __all__ = [
     "Batch", "Hook", "Method", "MetricWriter", "NonFiniteLossError", "Params", "Selection", "StopTraining",
     "TrainContext", "TrainResult", "TrainState", "TrainSteps", "auto_steps_per_dispatch", "batched_apply",
-    "cache_dir",
-    "epoch_batches",
-    "create_train_state", "fit", "fold_in_each", "freeze", "is_main_process", "label_by_path", "loop_config",
-    "make_mesh", "make_multi_step", "make_optimizer", "make_train_step", "make_trainer", "maybe_initialize",
-    "multi_group", "numpy_rng", "param_count", "reject_unknown", "train", "tree_all_finite",
+    "cache_dir", "create_train_state", "epoch_batches", "fit", "fold_in_each", "freeze", "is_main_process",
+    "label_by_path", "loop_config", "make_mesh", "make_multi_step", "make_optimizer", "make_train_step",
+    "make_trainer", "maybe_initialize", "multi_group", "numpy_rng", "param_count", "reject_unknown", "train",
+    "tree_all_finite",
 ]

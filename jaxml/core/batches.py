@@ -4,33 +4,25 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["steps_per_epoch", "epoch_batches", "process_slice"]
+__all__ = ["epoch_batches", "process_slice"]
 
 
-def steps_per_epoch(num_rows: int, batch_size: int, *, drop_last: bool = True) -> int:
-  if batch_size <= 0:
-    raise ValueError(f"batch_size must be positive, got {batch_size}")
-  return num_rows // batch_size if drop_last else -(-num_rows // batch_size)
+def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, *,
+                  seed: int) -> Callable[[int], dict[str, np.ndarray]]:
+  """Returns `batch_at(step)`: rows of a seeded permutation of epoch `step // (rows // batch_size)`.
 
-
-def _check(arrays: Mapping[str, np.ndarray]) -> int:
+  Random access makes resume exact: the batch at step k never depends on earlier calls.
+  The last partial batch of an epoch is dropped (fixed shapes, no recompiles).
+  """
   sizes = {k: len(v) for k, v in arrays.items()}
   if len(set(sizes.values())) != 1:
     raise ValueError(f"arrays have different numbers of rows: {sizes}")
-  return next(iter(sizes.values()))
-
-
-def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, *, seed: int,
-                  drop_last: bool = True) -> Callable[[int], dict[str, np.ndarray]]:
-  """Returns `batch_at(step)`: rows of a seeded permutation of epoch `step // steps_per_epoch`.
-
-  Random access makes resume exact: the batch at step k never depends on earlier calls.
-  The last partial batch is dropped (fixed shapes, no recompiles) unless `drop_last=False`.
-  """
-  n = _check(arrays)
+  n = next(iter(sizes.values()))
+  if batch_size <= 0:
+    raise ValueError(f"batch_size must be positive, got {batch_size}")
   if batch_size > n:
     raise ValueError(f"batch_size {batch_size} exceeds the {n} rows available")
-  per_epoch = steps_per_epoch(n, batch_size, drop_last=drop_last)
+  per_epoch = n // batch_size
 
   def batch_at(step: int) -> dict[str, np.ndarray]:
     epoch, i = divmod(int(step), per_epoch)

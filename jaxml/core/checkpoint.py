@@ -14,11 +14,10 @@ def make_manager(directory: str, *, max_to_keep: int = 2) -> ocp.CheckpointManag
                                options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
 
 
-def save(manager: ocp.CheckpointManager, step: int, state: Any, *, wait: bool = True) -> None:
-  """Every process calls this (orbax coordinates multi-host writes)."""
+def save(manager: ocp.CheckpointManager, step: int, state: Any) -> None:
+  """Every process calls this (orbax coordinates multi-host writes); returns once the write is finished."""
   manager.save(int(step), args=ocp.args.StandardSave(state))
-  if wait:
-    manager.wait_until_finished()
+  manager.wait_until_finished()
 
 
 def latest_step(manager: ocp.CheckpointManager) -> int | None:
@@ -33,9 +32,7 @@ def restore(manager: ocp.CheckpointManager, step: int, like: Any) -> Any:
 
 def restore_or_init(manager: ocp.CheckpointManager | None, state: Any) -> tuple[Any, bool]:
   """(latest checkpoint if there is one, else `state`; whether it resumed)."""
-  if manager is None:
-    return state, False
-  step = manager.latest_step()
+  step = manager.latest_step() if manager is not None else None
   if step is None:
     return state, False
   return restore(manager, step, state), True

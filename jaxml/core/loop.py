@@ -19,7 +19,7 @@ from jaxml.core import checkpoint as ckpt
 from jaxml.core import select as sel
 from jaxml.core import sharding as shd
 from jaxml.core.batching import tree_all_finite
-from jaxml.core.metrics import MetricWriter, mean_metrics
+from jaxml.core.metrics import MetricWriter
 from jaxml.core.step import make_multi_step
 from jaxml.core.train_state import TrainState
 from jaxml.core.types import Batch, Metrics
@@ -98,7 +98,7 @@ def _eval_arrays(eval_step: Callable[[TrainState, Batch], Metrics], state: Train
                  eval_batches: Iterable[Batch], mesh: Mesh) -> tuple[dict[str, float], list[dict[str, Any]]]:
   """(mean of each metric over batches and elements, the per-batch host metrics)."""
   history = jax.device_get([eval_step(state, shd.shard_batch(b, mesh, shard=False)) for b in eval_batches])
-  return mean_metrics(history), history
+  return _mean_stacked(history), history
 
 
 def _batch_mean(history: list[dict[str, Any]], key: str) -> np.ndarray:
@@ -107,7 +107,8 @@ def _batch_mean(history: list[dict[str, Any]], key: str) -> np.ndarray:
 
 
 def _mean_stacked(history: list[Metrics]) -> dict[str, float]:
-  """Fetches per-dispatch metric dicts (leaves [K, ...]) once and averages each key over steps."""
+  """Fetches metric dicts (per dispatch, leaves [K, ...]; or per eval batch) once and averages each key over
+  all their elements."""
   if not history:
     return {}
   host = jax.device_get(history)
@@ -119,10 +120,7 @@ def auto_steps_per_dispatch(cadences: Sequence[int], *, batch_bytes: int = 0,
                             cap: int = MAX_STEPS_PER_DISPATCH, max_bytes: int = MAX_DISPATCH_BYTES) -> int:
   """The largest K <= cap dividing every positive cadence (log, eval, checkpoint, hooks,
   selection), with K stacked batches under `max_bytes`."""
-  g = 0
-  for c in cadences:
-    if c and c > 0:
-      g = math.gcd(g, int(c))
+  g = math.gcd(*(int(c) for c in cadences if c and c > 0))
   limit = cap if not batch_bytes else max(1, min(cap, max_bytes // max(batch_bytes, 1)))
   if g == 0:
     return limit
@@ -135,12 +133,7 @@ def _batch_bytes(batch: Any) -> int:
 
 def _stack(batches: list[Batch]) -> Batch:
   """K batches -> one batch with a leading K axis (on the host, or on device for jax arrays)."""
-  def stack(*xs):
-    if isinstance(xs[0], jax.Array):
-      return jnp.stack(xs)
-    return np.stack([np.asarray(x) for x in xs])
-
-  return jax.tree.map(stack, *batches)
+  return jax.tree.map(lambda *xs: jnp.stack(xs) if isinstance(xs[0], jax.Array) else np.stack(xs), *batches)
 
 
 def _batch_getter(batches: Callable[[int], Batch] | Iterable[Batch], start: int) -> Callable[[int], Batch]:
@@ -247,8 +240,7 @@ def fit(state: TrainState,
   t0, steps_done, step = time.perf_counter(), 0, start
   # The guard makes an accidental implicit host<->device copy in the step path fail loudly;
   # periodic host work (logging, eval, hooks, checkpoints) runs with transfers allowed.
-  guard = jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext()
-  with guard:
+  with jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext():
     while step < num_steps and not stopped:
       n = next_stop(step) - step
       chunk = [first] if step == start else []
@@ -259,11 +251,7 @@ def fit(state: TrainState,
       steps_done += n
       step = done = step + n
       last = done == num_steps
-      periodic = (done % log_every == 0 or last or (eval_every and done % eval_every == 0)
-                  or (checkpoint_every and done % checkpoint_every == 0)
-                  or (sel_every and done % sel_every == 0)
-                  or any(done % hook.every == 0 for hook in hooks))
-      if not periodic:
+      if not (last or any(c and c > 0 and done % c == 0 for c in cadences)):
         continue
       with jax.transfer_guard("allow"):
         if done % log_every == 0 or last:

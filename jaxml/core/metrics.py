@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping
 import jax
 import numpy as np
 
-__all__ = ["mean_metrics", "MetricWriter", "to_python", "read_events", "TENSORBOARD_ENV"]
+__all__ = ["MetricWriter", "to_python", "read_events", "TENSORBOARD_ENV"]
 
 # Process-wide off switch for the event files ("0" turns them off); the launcher sets it from the
 # config key `tensorboard`, so writers built deep inside a pipeline follow the experiment's config.
@@ -19,29 +19,14 @@ TENSORBOARD_ENV = "JAXML_TENSORBOARD"
 FLUSH_SECONDS = 10.0   # event files reach the disk at least this often while a run logs, and at close()
 
 
-def mean_metrics(history: list[Mapping[str, Any]]) -> dict[str, float]:
-  """Fetches a list of per-step device metric dicts once and averages each key."""
-  if not history:
-    return {}
-  host = jax.device_get(history)
-  keys = host[0].keys()
-  return {k: float(np.mean([np.asarray(h[k], np.float64) for h in host])) for k in keys}
-
-
 def to_python(tree: Any) -> Any:
   """Device/numpy scalars -> JSON-friendly floats and ints (NaN kept as float)."""
   def conv(x):
-    if isinstance(x, (np.ndarray, jax.Array)):
-      x = np.asarray(x)
-      return x.item() if x.ndim == 0 else x.tolist()
-    if isinstance(x, (np.floating, np.integer)):
-      return x.item()
-    return x
+    if not isinstance(x, (np.ndarray, jax.Array, np.floating, np.integer)):
+      return x
+    x = np.asarray(x)
+    return x.item() if x.ndim == 0 else x.tolist()
   return jax.tree.map(conv, tree)
-
-
-def tensorboard_enabled() -> bool:
-  return os.environ.get(TENSORBOARD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 class MetricWriter:
@@ -50,13 +35,12 @@ class MetricWriter:
   (tensorboardX's synchronous event-file writer: one file per writer, one event per write, flushed
   every FLUSH_SECONDS and at close(); no background thread)."""
 
-  def __init__(self, workdir: str | None, *, filename: str = "metrics.jsonl", prefix: str = "",
-               tensorboard: bool = True):
+  def __init__(self, workdir: str | None, *, tensorboard: bool = True):
     self.workdir = workdir
-    self.path = os.path.join(workdir, filename) if workdir else None
-    self.prefix = prefix
+    self.path = os.path.join(workdir, "metrics.jsonl") if workdir else None
     self.enabled = self.path is not None and jax.process_index() == 0
-    self.tensorboard = self.enabled and tensorboard and tensorboard_enabled()
+    off = os.environ.get(TENSORBOARD_ENV, "1").strip().lower() in ("0", "false", "no", "off")
+    self.tensorboard = self.enabled and tensorboard and not off
     self._events = None   # the event writer, opened at the first write (no empty event files)
     self._flushed = time.monotonic()
     if self.enabled:
@@ -65,9 +49,8 @@ class MetricWriter:
   def write(self, step: int, metrics: Mapping[str, Any]) -> None:
     if not self.enabled:
       return
-    row = {"step": int(step)}
-    for k, v in to_python(dict(metrics)).items():
-      row[f"{self.prefix}{k}"] = None if isinstance(v, float) and not math.isfinite(v) else v
+    row = {"step": int(step)} | {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                                 for k, v in to_python(dict(metrics)).items()}
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
     if self.tensorboard:

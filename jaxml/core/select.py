@@ -35,17 +35,13 @@ class SelectionState(NamedTuple):
   extra: Any = None       # the state's `extra` at the best step (`Selection.keep_extra`)
 
 
-def _check(select: Selection) -> None:
+def init_selection(select: Selection, params: Any, metric_shape: tuple[int, ...],
+                   extra: Any = None) -> SelectionState:
+  """A fresh record: the initial parameters at ±inf, so the first finite check improves on it."""
   if select.mode not in ("max", "min"):
     raise ValueError(f"Selection.mode must be 'max' or 'min', got {select.mode!r}")
   if select.every < 0 or select.patience < 0:
     raise ValueError(f"Selection.every and .patience must be >= 0, got {select.every}, {select.patience}")
-
-
-def init_selection(select: Selection, params: Any, metric_shape: tuple[int, ...],
-                   extra: Any = None) -> SelectionState:
-  """A fresh record: the initial parameters at ±inf, so the first finite check improves on it."""
-  _check(select)
   if select.keep_extra and metric_shape:
     raise ValueError(f"Selection.keep_extra needs a scalar metric; {select.metric!r} has shape {metric_shape}")
   worst = -np.inf if select.mode == "max" else np.inf

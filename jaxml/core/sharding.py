@@ -9,7 +9,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 __all__ = ["DATA", "MODEL", "make_mesh", "replicated", "batch_sharding", "shard_batch",
-           "replicate", "state_shardings", "compile_train_step", "local_rows"]
+           "replicate", "state_shardings", "compile_train_step"]
 
 DATA = "data"
 MODEL = "model"
@@ -36,21 +36,11 @@ def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
   return NamedSharding(mesh, P(None, DATA) if stacked else P(DATA))
 
 
-def local_rows(global_rows: int) -> tuple[int, int]:
-  """(start, stop) of this process's rows of a global batch of `global_rows`."""
-  count, index = jax.process_count(), jax.process_index()
-  if global_rows % count:
-    raise ValueError(f"global batch {global_rows} is not divisible by {count} processes")
-  per = global_rows // count
-  return index * per, (index + 1) * per
+def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, stacked: bool = False) -> Any:
+  """Numpy batch (each process passes its own rows) -> global jax arrays, rows split on the 'data' axis.
 
-
-def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bool = True,
-                stacked: bool = False) -> Any:
-  """Numpy batch -> global jax arrays, rows split on the 'data' axis.
-
-  `process_local`: each process passes its own rows. `shard=False` replicates every leaf (full-batch
-  graphs; every process passes the same arrays). `stacked`: leaves are [steps, rows, ...]."""
+  `shard=False` replicates every leaf (full-batch graphs; every process passes the same arrays).
+  `stacked`: leaves are [steps, rows, ...]."""
   if not shard:
     sharding = replicated(mesh)
     if jax.process_count() == 1:
@@ -61,25 +51,18 @@ def shard_batch(batch: Any, mesh: Mesh, *, shard: bool = True, process_local: bo
   sharding = batch_sharding(mesh, stacked=stacked)
   axis = 1 if stacked else 0
   n_data = mesh.shape[DATA]
+  for x in jax.tree.leaves(batch):
+    if np.shape(x)[axis] * jax.process_count() % n_data:
+      raise ValueError(f"batch of {np.shape(x)[axis] * jax.process_count()} rows does not divide over {n_data} "
+                       "data shards; pick a batch size that is a multiple of the device count")
   if jax.process_count() == 1:
     # One host: a single device_put of the whole tree is the cheapest placement.
-    for x in jax.tree.leaves(batch):
-      if np.shape(x)[axis] % n_data:
-        raise ValueError(f"batch of {np.shape(x)[axis]} rows does not divide over {n_data} data shards; "
-                         "pick a batch size that is a multiple of the device count")
     return jax.device_put(batch, sharding)
 
   def put(x):
     x = np.asarray(x)
-    global_rows = x.shape[axis] * (jax.process_count() if process_local else 1)
-    if global_rows % n_data:
-      raise ValueError(f"batch of {global_rows} rows does not divide over {n_data} data shards; "
-                       "pick a batch size that is a multiple of the device count")
-    if not process_local:
-      start, stop = local_rows(x.shape[axis])
-      x = x[:, start:stop] if stacked else x[start:stop]
-    shape = x.shape[:axis] + (global_rows,) + x.shape[axis + 1:]
-    return jax.make_array_from_process_local_data(sharding, x, shape)
+    return jax.make_array_from_process_local_data(
+        sharding, x, x.shape[:axis] + (x.shape[axis] * jax.process_count(),) + x.shape[axis + 1:])
 
   # Assembling a global array from per-process rows is an explicit placement, but jax runs
   # it through transfers the loop's guard would reject; allow them for this call only.

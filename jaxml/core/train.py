@@ -161,13 +161,9 @@ def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterabl
   method = trainer.method
   cfg = loop_config(config)
   num_steps = cfg["num_steps"]
-  log_every = cfg.get("log_every") or 100
-  eval_every = cfg.get("eval_every", 0)
-  checkpoint_every = cfg.get("checkpoint_every", 0)
   # unrolled dispatches compile one copy of the step per step: one per dispatch unless asked
   steps_per_dispatch = cfg.get("steps_per_dispatch") or (1 if getattr(trainer.multi_step, "unroll", False) else 0)
-  if mesh is None:
-    mesh = mesh_from_config(cfg.get("mesh"))
+  mesh = mesh_from_config(cfg.get("mesh")) if mesh is None else mesh
   eval_fn = _reiterable(eval_batches)
   if eval_fn is not None and trainer.eval_step is None:
     raise ValueError(f"[{name}] eval_batches were given but the method has no eval_fn")
@@ -197,10 +193,10 @@ def train(method: Method | TrainSteps, batches: Callable[[int], Batch] | Iterabl
   try:
     result: FitResult = fit(
         state, trainer.train_step, batches, num_steps=num_steps, mesh=mesh, shard_batch_rows=shard_batch_rows,
-        sharding_rules=sharding_rules, log_every=log_every, writer=writer or own_writer, eval_step=trainer.eval_step,
-        eval_batches=eval_fn, eval_every=eval_every, checkpoint_manager=manager, checkpoint_every=checkpoint_every,
-        hooks=all_hooks, select=select, steps_per_dispatch=steps_per_dispatch, multi_step=trainer.multi_step,
-        name=name, progress=progress)
+        sharding_rules=sharding_rules, log_every=cfg.get("log_every") or 100, writer=writer or own_writer,
+        eval_step=trainer.eval_step, eval_batches=eval_fn, eval_every=cfg.get("eval_every", 0),
+        checkpoint_manager=manager, checkpoint_every=cfg.get("checkpoint_every", 0), hooks=all_hooks, select=select,
+        steps_per_dispatch=steps_per_dispatch, multi_step=trainer.multi_step, name=name, progress=progress)
     wall = time.perf_counter() - t0
   finally:
     if own_writer is not None:

@@ -29,12 +29,23 @@ def sliced_wasserstein(a: np.ndarray, b: np.ndarray, *, num_projections: int = 5
   return float(np.sqrt(np.mean((pa - pb) ** 2)))
 
 
+def _sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """Squared Euclidean distances [len(a), len(b)], clipped at 0."""
+  return np.maximum(np.sum(a ** 2, 1)[:, None] + np.sum(b ** 2, 1)[None, :] - 2 * a @ b.T, 0.0)
+
+
+def _mmd2_unbiased(kaa: np.ndarray, kbb: np.ndarray, kab: np.ndarray) -> float:
+  """Unbiased MMD^2 from the Gram matrices within a, within b and across (within-set diagonals left out)."""
+  n, m = len(kaa), len(kbb)
+  return float((kaa.sum() - np.trace(kaa)) / (n * (n - 1)) + (kbb.sum() - np.trace(kbb)) / (m * (m - 1))
+               - 2 * kab.mean())
+
+
 def _pdist_mean(a: np.ndarray, b: np.ndarray, *, same: bool, chunk: int = 1024) -> float:
-  total, count = 0.0, 0
+  total = 0.0
   for i in range(0, len(a), chunk):
     ai = a[i:i + chunk]
-    d2 = np.sum(ai ** 2, 1)[:, None] + np.sum(b ** 2, 1)[None, :] - 2 * ai @ b.T
-    d = np.sqrt(np.maximum(d2, 0.0))
+    d = np.sqrt(_sq_dists(ai, b))
     if same:
       d[np.arange(len(ai)), np.arange(i, i + len(ai))] = 0.0
     total += d.sum()
@@ -48,10 +59,6 @@ def energy_distance(a: np.ndarray, b: np.ndarray) -> float:
   return float(2 * _pdist_mean(a, b, same=False) - _pdist_mean(a, a, same=True) - _pdist_mean(b, b, same=True))
 
 
-def _sq_dists(a, b):
-  return np.maximum(np.sum(a ** 2, 1)[:, None] + np.sum(b ** 2, 1)[None, :] - 2 * a @ b.T, 0.0)
-
-
 def mmd_rbf(a: np.ndarray, b: np.ndarray, *, scales=(0.5, 1.0, 2.0), max_rows: int = 4000, seed: int = 0) -> float:
   """Unbiased MMD^2 with a sum of RBF kernels, bandwidths = scales x median pairwise distance of b."""
   a, b = _flat(a)[:max_rows], _flat(b)[:max_rows]
@@ -60,10 +67,7 @@ def mmd_rbf(a: np.ndarray, b: np.ndarray, *, scales=(0.5, 1.0, 2.0), max_rows: i
   def k(x, y):
     d2 = _sq_dists(x, y)
     return sum(np.exp(-d2 / (2 * (s * med) ** 2)) for s in scales)
-  kaa, kbb, kab = k(a, a), k(b, b), k(a, b)
-  n, m = len(a), len(b)
-  return float((kaa.sum() - np.trace(kaa)) / (n * (n - 1)) + (kbb.sum() - np.trace(kbb)) / (m * (m - 1))
-               - 2 * kab.mean())
+  return _mmd2_unbiased(k(a, a), k(b, b), k(a, b))
 
 
 def _sqrtm_psd(c: np.ndarray) -> np.ndarray:
@@ -86,10 +90,7 @@ def kid(fa: np.ndarray, fb: np.ndarray) -> float:
   fa, fb = _flat(fa), _flat(fb)
   d = fa.shape[1]
   k = lambda x, y: (x @ y.T / d + 1) ** 3
-  kaa, kbb, kab = k(fa, fa), k(fb, fb), k(fa, fb)
-  n, m = len(fa), len(fb)
-  return float((kaa.sum() - np.trace(kaa)) / (n * (n - 1)) + (kbb.sum() - np.trace(kbb)) / (m * (m - 1))
-               - 2 * kab.mean())
+  return _mmd2_unbiased(k(fa, fa), k(fb, fb), k(fa, fb))
 
 
 def mode_coverage(x: np.ndarray, centers: np.ndarray, std: float, *, min_share: float = 0.01
@@ -172,7 +173,7 @@ def point_cloud_scores(gen: np.ndarray, ref: np.ndarray) -> dict[str, float]:
   n, m = len(gen), len(ref)
   np.fill_diagonal(d_gg, np.inf)
   np.fill_diagonal(d_rr, np.inf)
-  gen_correct = np.minimum(d_gg.min(1), np.inf) < d_gr.min(1)
+  gen_correct = d_gg.min(1) < d_gr.min(1)
   ref_correct = d_rr.min(1) < d_gr.min(0)
   nna = float((gen_correct.sum() + ref_correct.sum()) / (n + m))
   return {"mmd_cd": mmd, "cov_cd": cov, "nna_cd": nna}

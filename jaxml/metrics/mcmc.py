@@ -28,15 +28,16 @@ _potential_scale_reduction = jax.jit(diagnostics.potential_scale_reduction)
 _effective_sample_size = jax.jit(diagnostics.effective_sample_size)
 
 
-def _rhat(x: np.ndarray) -> np.ndarray:
+def _x64(diagnostic, x: np.ndarray) -> np.ndarray:
+  """A jitted blackjax diagnostic of x [C, n, ...] under float64; shape x.shape[2:]."""
   with jax.enable_x64(True):
-    out = _potential_scale_reduction(jnp.asarray(x, jnp.float64))
+    out = diagnostic(jnp.asarray(x, jnp.float64))
   return np.asarray(out, np.float64).reshape(x.shape[2:])     # blackjax squeezes trailing axes of size 1 too
 
 
 def split_rhat(x: np.ndarray) -> np.ndarray:
   """Split-R̂ of x [C, n, ...] over 2C half-chains; shape x.shape[2:]."""
-  return _rhat(split_chains(x))
+  return _x64(_potential_scale_reduction, split_chains(x))
 
 
 def ess(x: np.ndarray) -> np.ndarray:
@@ -44,9 +45,7 @@ def ess(x: np.ndarray) -> np.ndarray:
   x = np.asarray(x, np.float64)
   if x.shape[1] < 4:
     raise ValueError("need at least 4 draws per chain")
-  with jax.enable_x64(True):
-    out = _effective_sample_size(jnp.asarray(x, jnp.float64))
-  return np.asarray(out, np.float64).reshape(x.shape[2:])
+  return _x64(_effective_sample_size, x)
 
 
 def rank_normalize(x: np.ndarray) -> np.ndarray:
@@ -66,4 +65,4 @@ def bulk_ess(x: np.ndarray) -> np.ndarray:
 
 def rank_split_rhat(x: np.ndarray) -> np.ndarray:
   """Split-R̂ of the rank-normalised split chains."""
-  return _rhat(rank_normalize(split_chains(x)))
+  return _x64(_potential_scale_reduction, rank_normalize(split_chains(x)))

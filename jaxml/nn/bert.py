@@ -26,9 +26,7 @@ class _SelfAttention(nn.Module):
   def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
     dh = self.hidden // self.heads
     split = lambda y: rearrange(y, "b t (h d) -> b t h d", h=self.heads)  # noqa: E731
-    q = split(nn.Dense(self.hidden, name="query")(x))
-    k = split(nn.Dense(self.hidden, name="key")(x))
-    v = split(nn.Dense(self.hidden, name="value")(x))
+    q, k, v = (split(nn.Dense(self.hidden, name=n)(x)) for n in ("query", "key", "value"))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(dh, x.dtype))
     # Additive mask on padded keys; the large finite value keeps all-padding rows finite.
     logits = logits + jnp.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(x.dtype)

@@ -42,12 +42,8 @@ def gcn_norm_weights(edges: jax.Array, num_nodes: int) -> tuple[jax.Array, jax.A
 
 def row_norm_weights(edges: jax.Array, num_nodes: int, *, self_loops: bool = True) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Edge weights of P = D̃^{-1}(A + I) (or D^{-1}A without self-loops; isolated rows stay 0)."""
-  if self_loops:
-    s, r = add_self_loops(edges, num_nodes)
-  else:
-    s, r = edges[0], edges[1]
-  deg = _degree(r, num_nodes)
-  return s, r, 1.0 / jnp.maximum(deg, 1.0)[r]
+  s, r = add_self_loops(edges, num_nodes) if self_loops else (edges[0], edges[1])
+  return s, r, 1.0 / jnp.maximum(_degree(r, num_nodes), 1.0)[r]
 
 
 def propagate(x: jax.Array, senders: jax.Array, receivers: jax.Array, weights: jax.Array,

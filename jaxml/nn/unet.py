@@ -13,10 +13,8 @@ __all__ = ["FiLMResBlock", "UNet"]
 
 
 def _groups(ch: int, groups: int) -> int:
-  g = min(groups, ch)
-  while ch % g:
-    g -= 1
-  return g
+  """The largest group count <= `groups` that divides `ch`."""
+  return next(g for g in range(min(groups, ch), 0, -1) if ch % g == 0)
 
 
 class FiLMResBlock(nn.Module):
