@@ -46,8 +46,8 @@ def pytest_sessionfinish(exitstatus):
 # it guards differs from the last full run's commit (`docs/dev/last_full_run.json`, rewritten after `make test-all`
 # passes): a method package's slow tests guard that package, its experiments, configs and benchmarks (file names
 # starting with the package's name); `tests/test_docs.py` (the snippet runs) guards all the code and the pages with
-# runnable snippets; every other slow test guards all the code. A change outside the method packages (core, data, metrics, nn, the launcher, the
-# build files) selects every slow test.
+# runnable snippets; every other slow test guards all the code. A change outside the method packages (core, data,
+# metrics, nn, the launcher, the build files) selects every slow test.
 METHOD_PACKAGES = ("smile", "emf", "sol", "unlearning", "eviprobe", "causal_reward")
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 _LAST_FULL_RUN = _ROOT / "docs" / "dev" / "last_full_run.json"
