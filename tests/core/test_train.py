@@ -232,6 +232,7 @@ def test_auto_steps_per_dispatch():
   assert core.auto_steps_per_dispatch([50, 150, 75]) == 25
   assert core.auto_steps_per_dispatch([500]) == 50
   assert core.auto_steps_per_dispatch([7, 0]) == 7
+  assert core.auto_steps_per_dispatch([-5, 6]) == 6        # a cadence <= 0 is off, as 0 is
   assert core.auto_steps_per_dispatch([100], batch_bytes=30 << 20) == 2
 
 

@@ -62,3 +62,10 @@ def test_cosine_schedule_without_total_steps_spans_the_runs_num_steps():
     u, state = steps.optimizer.update({"w": jnp.ones(1)}, state, params)
     rates.append(-float(u["w"][0]))
   np.testing.assert_allclose(rates, [(1 + np.cos(np.pi * k / 4)) / 2 for k in range(4)], rtol=1e-5, atol=1e-7)
+
+
+def test_without_a_name_the_runs_checkpoints_go_to_checkpoints_train(tmp_path):
+  base, data, _ = _least_squares()
+  config = {"optim": {"name": "sgd", "lr": 0.1}, "num_steps": 2, "log_every": 1}
+  core.train(base, lambda step: data, config, workdir=str(tmp_path), progress=False)
+  assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["train"]
