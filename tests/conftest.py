@@ -54,14 +54,14 @@ _LAST_FULL_RUN = _ROOT / "docs" / "dev" / "last_full_run.json"
 _STARTED = time.monotonic()
 
 
-def _area(path: str) -> str | None:
+def _area(path: str, root: pathlib.Path = _ROOT) -> str | None:
   """'docs' (a page with runnable snippets), the method package a changed file belongs to, 'shared', or None for a
   file that no slow test reads (a page without snippets, the full-run record)."""
   p = pathlib.PurePosixPath(path)
-  if _ROOT / path == _LAST_FULL_RUN:
+  if p == _LAST_FULL_RUN.relative_to(_ROOT):
     return None
   if p.parts[0] == "docs" or p.suffix == ".md":
-    page = _ROOT / path
+    page = root / path
     return "docs" if not page.exists() or "<!-- runnable -->" in page.read_text() else None
   if p.parts[0] in ("jaxml", "tests") and len(p.parts) > 2 and p.parts[1] in METHOD_PACKAGES:
     return p.parts[1]
@@ -70,24 +70,26 @@ def _area(path: str) -> str | None:
   return "shared"
 
 
-def _git(*args: str) -> str | None:
-  proc = subprocess.run(["git", "-C", str(_ROOT), *args], capture_output=True, text=True)
+def _git(*args: str, root: pathlib.Path = _ROOT) -> str | None:
+  proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
   return proc.stdout if proc.returncode == 0 else None
 
 
-def changed_areas() -> tuple[set[str] | None, str]:
-  """The areas changed since the last full run (None when unknown: no checkout or no record), and why."""
-  top = _git("rev-parse", "--show-toplevel")
-  if top is None or pathlib.Path(top.strip()).resolve() != _ROOT:
+def changed_areas(root: pathlib.Path = _ROOT) -> tuple[set[str] | None, str]:
+  """The areas of `root` changed since its last full run (None when unknown: no checkout or no record), and why."""
+  root = root.resolve()
+  top = _git("rev-parse", "--show-toplevel", root=root)
+  if top is None or pathlib.Path(top.strip()).resolve() != root:
     return None, "not a git checkout of the project"
-  if not _LAST_FULL_RUN.exists():
-    return None, f"no record of a full run ({_LAST_FULL_RUN.relative_to(_ROOT)})"
-  commit = json.loads(_LAST_FULL_RUN.read_text())["commit"]
-  diff = _git("diff", "--name-only", commit)
+  record = root / _LAST_FULL_RUN.relative_to(_ROOT)
+  if not record.exists():
+    return None, f"no record of a full run ({record.relative_to(root)})"
+  commit = json.loads(record.read_text())["commit"]
+  diff = _git("diff", "--name-only", commit, root=root)
   if diff is None:
     return None, f"last full run's commit {commit[:7]} is not in this clone's history"
-  paths = diff.split() + (_git("ls-files", "--others", "--exclude-standard") or "").split()
-  areas = {_area(p) for p in paths} - {None}
+  paths = diff.split() + (_git("ls-files", "--others", "--exclude-standard", root=root) or "").split()
+  areas = {_area(p, root) for p in paths} - {None}
   changed = f"changed: {', '.join(sorted(areas))}" if areas else "nothing changed"
   return areas, f"since the last full run ({commit[:7]}) {changed}"
 
@@ -100,27 +102,33 @@ def _guards(test_path: pathlib.Path, areas: set[str]) -> bool:
   return bool(areas if package == "test_docs.py" else areas - {"docs"})
 
 
-def _selection_line() -> str:
-  areas, why = changed_areas()
+_CHANGED = pytest.StashKey[tuple[set[str] | None, str]]()
+
+
+def pytest_configure(config):
+  """Works out once per process what changed, for the header, the selection and the summary line."""
+  config.stash[_CHANGED] = changed_areas()
+
+
+def _selection_line(config) -> str:
+  areas, why = config.stash[_CHANGED]
   slow = "the slow tests that guard it join the default run" if areas else "slow tests run only with -m ''"
   return f"jaxml: {why}; {slow}"
 
 
 def pytest_report_header(config):
-  del config
-  return _selection_line()
+  return _selection_line(config)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-  terminalreporter.write_line(_selection_line())
+  terminalreporter.write_line(_selection_line(config))
   _record_full_run(terminalreporter, exitstatus, config)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
   """Marks `changed` the slow tests that guard changed code, before `-m` deselects by marker."""
-  del config
-  areas, _ = changed_areas()
+  areas, _ = config.stash[_CHANGED]
   for item in items:
     if areas and item.get_closest_marker("slow") and _guards(item.path, areas):
       item.add_marker(pytest.mark.changed)

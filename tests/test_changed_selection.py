@@ -1,6 +1,8 @@
 """The changed-code selection of `tests/conftest.py`: which slow tests a changed file brings into the default run."""
 
+import json
 import pathlib
+import subprocess
 
 from tests import conftest
 
@@ -29,7 +31,26 @@ def test_a_method_change_selects_that_methods_slow_tests_and_the_tree_wide_ones(
   assert not any(guards(t, set()) for t in (sol_test, tree_test, docs_test))
 
 
-def test_the_run_states_what_changed_since_the_last_full_run():
-  areas, why = conftest.changed_areas()
-  assert areas is None or areas <= {"docs", "shared", *conftest.METHOD_PACKAGES}
-  assert why
+def _git(root: pathlib.Path, *args: str) -> str:
+  return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_changes_since_the_recorded_commit_tracked_and_untracked_give_the_areas(tmp_path):
+  assert conftest.changed_areas(tmp_path) == (None, "not a git checkout of the project")
+  for path in ("jaxml/sol/losses.py", "docs/dev/tests.md", "docs/dev/last_full_run.json"):
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text("x\n")
+  _git(tmp_path, "init", "-q")
+  _git(tmp_path, "add", ".")
+  _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+  record = tmp_path / "docs" / "dev" / "last_full_run.json"
+  record.write_text(json.dumps({"commit": _git(tmp_path, "rev-parse", "HEAD")}))   # the record itself is no change
+  assert conftest.changed_areas(tmp_path)[0] == set()
+  (tmp_path / "jaxml" / "sol" / "losses.py").write_text("y\n")                       # tracked, uncommitted
+  (tmp_path / "docs" / "dev" / "tests.md").write_text("y\n")                         # a page without snippets
+  (tmp_path / "experiments").mkdir()
+  (tmp_path / "experiments" / "smile_uci.py").write_text("y\n")                      # untracked
+  areas, why = conftest.changed_areas(tmp_path)
+  assert areas == {"sol", "smile"} and "smile, sol" in why
+  record.write_text(json.dumps({"commit": "0" * 40}))
+  assert conftest.changed_areas(tmp_path)[0] is None
