@@ -217,8 +217,9 @@ def fit(state: TrainState,
   step_fn = shd.compile_train_step(multi_step, shardings, mesh,
                                    shard_batch_rows=shard_batch_rows, stacked=True)
   get_batch = _batch_getter(batches, start)
-  cadences = [log_every, eval_every if eval_fn is not None else 0,
-              checkpoint_every if checkpoint_manager is not None else 0, sel_every] + [h.every for h in hooks]
+  cadences = [c for c in [log_every, eval_every if eval_fn is not None else 0,
+                          checkpoint_every if checkpoint_manager is not None else 0, sel_every]
+              + [h.every for h in hooks] if c > 0]  # 0 turns a cadence off
   first = get_batch(start) if start < num_steps else None
   k = steps_per_dispatch or auto_steps_per_dispatch(cadences, batch_bytes=_batch_bytes(first) if first is not None else 0)
   if main and progress:
@@ -228,7 +229,7 @@ def fit(state: TrainState,
 
   def next_stop(step: int) -> int:
     """The first step after `step` where periodic work happens (or the end)."""
-    stops = [num_steps, step + k] + [(step // c + 1) * c for c in cadences if c and c > 0]
+    stops = [num_steps, step + k] + [(step // c + 1) * c for c in cadences]
     return min(stops)
 
   history: list[Metrics] = []
@@ -239,81 +240,81 @@ def fit(state: TrainState,
     print(f"[{name}] early stopping had already ended this run at step {start}", flush=True)
   t0, steps_done, step = time.perf_counter(), 0, start
   # The guard makes an accidental implicit host<->device copy in the step path fail loudly;
-  # periodic host work (logging, eval, hooks, checkpoints) runs with transfers allowed.
-  with jax.transfer_guard("disallow") if transfer_guard else contextlib.nullcontext():
-    while step < num_steps and not stopped:
-      n = next_stop(step) - step
+  # periodic host work (logging, eval, hooks, checkpoints) runs outside it.
+  guard = (lambda: jax.transfer_guard("disallow")) if transfer_guard else contextlib.nullcontext
+  while step < num_steps and not stopped:
+    n = next_stop(step) - step
+    with guard():
       chunk = [first] if step == start else []
       chunk += [get_batch(i) for i in range(step + len(chunk), step + n)]
       placed = shd.shard_batch(_stack(chunk), mesh, shard=shard_batch_rows, stacked=True)
       state, metrics = step_fn(state, placed)
-      history.append(metrics)
-      steps_done += n
-      step = done = step + n
-      last = done == num_steps
-      if not (last or any(c and c > 0 and done % c == 0 for c in cadences)):
-        continue
-      with jax.transfer_guard("allow"):
-        if done % log_every == 0 or last:
-          train_metrics = _mean_stacked(history)
-          history = []
-          if not math.isfinite(train_metrics.get("loss", 0.0)):
-            raise NonFiniteLossError(
-                f"[{name}] loss became {train_metrics.get('loss')} by step {done}; stopped. "
-                f"The last good checkpoint (step {ckpt.latest_step(checkpoint_manager) if checkpoint_manager else None}) "
-                "is kept. Lower the learning rate or enable gradient clipping (optim.clip_norm).")
-          now = time.perf_counter()
-          rate = steps_done / max(now - t0, 1e-9)
-          if writer is not None:
-            writer.write(done, {f"{name}/{k_}": v for k_, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
-          if main and progress:
-            eta = (num_steps - done) / rate if rate > 0 else float("inf")
-            print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
-                  f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
+    history.append(metrics)
+    steps_done += n
+    step = done = step + n
+    last = done == num_steps
+    if not (last or any(done % c == 0 for c in cadences)):
+      continue
+    if done % log_every == 0 or last:
+      train_metrics = _mean_stacked(history)
+      history = []
+      if not math.isfinite(train_metrics.get("loss", 0.0)):
+        raise NonFiniteLossError(
+            f"[{name}] loss became {train_metrics.get('loss')} by step {done}; stopped. "
+            f"The last good checkpoint (step {ckpt.latest_step(checkpoint_manager) if checkpoint_manager else None}) "
+            "is kept. Lower the learning rate or enable gradient clipping (optim.clip_norm).")
+      now = time.perf_counter()
+      rate = steps_done / max(now - t0, 1e-9)
+      if writer is not None:
+        writer.write(done, {f"{name}/{k_}": v for k_, v in train_metrics.items()} | {f"{name}/steps_per_s": rate})
+      if main and progress:
+        eta = (num_steps - done) / rate if rate > 0 else float("inf")
+        print(f"[{name}] step {done}/{num_steps} loss {train_metrics.get('loss', float('nan')):.4f} "
+              f"{rate:.1f} steps/s ETA {_fmt_eta(eta)}", flush=True)
 
-        eval_history = None
-        if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
-          eval_metrics, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
-          if writer is not None:
-            writer.write(done, {f"eval/{k_}": v for k_, v in eval_metrics.items()})
+    eval_history = None
+    if eval_fn is not None and eval_batches is not None and ((eval_every and done % eval_every == 0) or last):
+      eval_metrics, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
+      if writer is not None:
+        writer.write(done, {f"eval/{k_}": v for k_, v in eval_metrics.items()})
 
-        # Hooks run before selection and the checkpoint of the same step, so a state they change
-        # (e.g. SOL centroids refreshed every epoch) is what is selected and saved; resume stays exact.
-        for hook in hooks if not stopped else ():
-          if done % hook.every == 0:
-            try:
-              new_state = hook.fn(done, state)
-            except StopTraining as e:
-              stopped = True
-              new_state = e.state
-            if new_state is not None:
-              state = shd.replicate(new_state, mesh, shardings)
-              eval_history = None           # the evaluated state changed
-            if stopped:
-              break
-
-        if select is not None and (done % sel_every == 0 or last):
-          if eval_history is None:
-            _, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
-          value = _batch_mean(eval_history, select.metric)
-          chosen = state.ema_params if state.ema_params is not None else state.params
-          record, out_of_patience = sel.selection_update(select, state.best, chosen, value, done, state.extra)
-          stopped = stopped or out_of_patience
-          state = state.replace(best=shd.replicate(record, mesh, shardings.best))
-          if writer is not None:
-            writer.write(done, {f"select/{select.metric}": float(np.mean(value)),
-                                "select/best": float(np.mean(np.asarray(jax.device_get(record.metric))))})
+    # Hooks run before selection and the checkpoint of the same step, so a state they change
+    # (e.g. SOL centroids refreshed every epoch) is what is selected and saved; resume stays exact.
+    for hook in hooks if not stopped else ():
+      if done % hook.every == 0:
+        try:
+          new_state = hook.fn(done, state)
+        except StopTraining as e:
+          stopped = True
+          new_state = e.state
+        if new_state is not None:
+          state = shd.replicate(new_state, mesh, shardings)
+          eval_history = None           # the evaluated state changed
         if stopped:
-          if main and progress:
-            print(f"[{name}] stopped early at step {done}", flush=True)
-          if history:
-            train_metrics = _mean_stacked(history)
-          if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
-            _save_if_finite(checkpoint_manager, done, state, name)
           break
 
-        if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
-          _save_if_finite(checkpoint_manager, done, state, name)
+    if select is not None and (done % sel_every == 0 or last):
+      if eval_history is None:
+        _, eval_history = _eval_arrays(eval_fn, state, eval_batches(), mesh)
+      value = _batch_mean(eval_history, select.metric)
+      chosen = state.ema_params if state.ema_params is not None else state.params
+      record, out_of_patience = sel.selection_update(select, state.best, chosen, value, done, state.extra)
+      stopped = stopped or out_of_patience
+      state = state.replace(best=shd.replicate(record, mesh, shardings.best))
+      if writer is not None:
+        writer.write(done, {f"select/{select.metric}": float(np.mean(value)),
+                            "select/best": float(np.mean(np.asarray(jax.device_get(record.metric))))})
+    if stopped:
+      if main and progress:
+        print(f"[{name}] stopped early at step {done}", flush=True)
+      if history:
+        train_metrics = _mean_stacked(history)
+      if checkpoint_manager is not None and ckpt.latest_step(checkpoint_manager) != done:
+        _save_if_finite(checkpoint_manager, done, state, name)
+      break
+
+    if checkpoint_manager is not None and ((checkpoint_every and done % checkpoint_every == 0) or last):
+      _save_if_finite(checkpoint_manager, done, state, name)
 
   elapsed = time.perf_counter() - t0
   return FitResult(state, train_metrics, eval_metrics, steps_done / max(elapsed, 1e-9), resumed_from, k,

@@ -1,8 +1,11 @@
 """fit() properties against its documented cadences and placement: evaluation at every multiple of eval_every
-(also between logging steps), one multi-step scan per train_step across fits, and parameters placed by the
-sharding rules, also when a hook returns a new state."""
+(also between logging steps), one multi-step scan per train_step across fits, parameters placed by the
+sharding rules, also when a hook returns a new state, and logged numbers that are what they say."""
+
+import time
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
@@ -31,6 +34,34 @@ def test_eval_runs_at_every_multiple_of_eval_every_between_log_steps():
            eval_step=eval_step, eval_batches=lambda: [data], eval_every=2, writer=writer, progress=False)
   assert [s for s, keys in writer.rows if keys == ["eval/mae"]] == [2, 4, 6, 8]
   assert [s for s, keys in writer.rows if "train/loss" in keys] == [4, 8]
+
+
+class _Values:
+  """A MetricWriter stand-in that keeps every written value."""
+
+  def __init__(self):
+    self.values = []
+
+  def write(self, step, metrics):
+    self.values.append(dict(metrics))
+
+
+def test_logged_means_of_float32_metrics_are_accumulated_in_float64():
+  # 2**24 + 1 is not a float32: summed in float32 the three ones vanish and the mean is 2**22 exactly.
+  rows = [{"x": np.array([2.0**24, 1.0], np.float32)}, {"x": np.array([1.0, 1.0], np.float32)}]
+  assert core.loop._mean_stacked(rows) == {"x": (2.0**24 + 3.0) / 4}
+
+
+def test_the_logged_rate_is_steps_over_the_time_they_took_also_for_a_sub_second_run():
+  state, optimizer, data = toy.fresh_state()
+  step = core.make_train_step(toy.mlp_loss, optimizer)
+  core.fit(state, step, toy.batch_fn(data), num_steps=4, log_every=4, progress=False)  # compiles the scan
+  writer = _Values()
+  t0 = time.perf_counter()
+  core.fit(state, step, toy.batch_fn(data), num_steps=4, log_every=4, writer=writer, progress=False)
+  wall = time.perf_counter() - t0
+  rate = writer.values[-1]["train/steps_per_s"]
+  assert 4 / wall <= rate < float("inf")  # the run's own clock sits inside the wall time around it
 
 
 def test_a_second_fit_of_the_same_train_step_reuses_its_multi_step():
@@ -62,3 +93,16 @@ def test_a_state_a_hook_returns_is_placed_by_the_sharding_rules():
                     progress=False)
   assert float(result.state.extra["count"]) == 1.0
   assert result.state.params["Dense_0"]["kernel"].sharding.spec == P(None, "model")
+
+
+@pytest.mark.multidevice
+def test_the_best_record_is_placed_by_the_sharding_rules():
+  # A model that needs its kernels split needs its best copy split too, or the copy alone can outgrow a device.
+  state, optimizer, data = toy.fresh_state()
+  eval_step = core.step.make_eval_step(lambda p, b: toy.mlp_loss(p, b, None)[1])
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data), num_steps=2,
+                    log_every=2, eval_step=eval_step, eval_batches=lambda: [data], eval_every=2,
+                    select=core.Selection("mae", "min"), mesh=core.make_mesh(num_model=2), sharding_rules=RULES,
+                    progress=False)
+  assert int(result.state.best.step) == 2
+  assert result.state.best.params["Dense_0"]["kernel"].sharding.spec == P(None, "model")
