@@ -88,20 +88,10 @@ def grid_for(check: checks.Check, kind: str | None) -> tuple[float, ...]:
   return tuple(g * smin ** 2 for g in SG_GRID) if kind == "sg" else ()
 
 
-def _ess_per_kpeg(samples: np.ndarray, peg_total: float) -> float:
-  """samples [C, S, d] -> min-over-coordinates multi-chain ESS per 1000 PEG (all chains)."""
-  if not np.all(np.isfinite(samples)):
-    return 0.0
-  ess = np.asarray(blackjax.diagnostics.effective_sample_size(jnp.asarray(samples)))
-  return float(np.min(ess)) / peg_total * 1e3
-
-
 def run_method(check: checks.Check, kern: Any, grid: tuple[float, ...], *, steps: int, num_chains: int,
                num_samples: int, seeds: list[int]) -> list[list[dict]]:
   """All grid points of one method on one target, per seed (one compile): [seed][grid point] rows."""
-  dim = check.ref_mean.shape[0]
-  n = int(check.data["y"].shape[0])
-  b = check.batch_size
+  dim, n, b = check.ref_mean.shape[0], int(check.data["y"].shape[0]), check.batch_size
   budget = 2 * b * steps                                   # PEG per chain
   keys = [jax.random.fold_in(jax.random.key(seed), 7) for seed in seeds]
   starts = [check.init_scale * jax.random.normal(jax.random.fold_in(k, 1), (num_chains, dim)) for k in keys]
@@ -134,8 +124,12 @@ def run_method(check: checks.Check, kern: Any, grid: tuple[float, ...], *, steps
 
 
 def _score(check: checks.Check, pos: np.ndarray, peg: int, eps0: float, eps: float) -> dict:
+  """Errors of samples pos [C, S, d] and their min-over-coordinates multi-chain ESS per 1000 PEG (all chains)."""
   mean_err, std_err = checks.spread_errors(pos.reshape(-1, pos.shape[-1]), check)
-  ess = _ess_per_kpeg(pos, peg * pos.shape[0])
+  ess = 0.0
+  if np.all(np.isfinite(pos)):
+    ess = float(np.min(np.asarray(blackjax.diagnostics.effective_sample_size(jnp.asarray(pos)))))
+    ess = ess / (peg * pos.shape[0]) * 1e3
   return {"mean_err": mean_err, "std_err": std_err, "ess_per_kpeg": ess, "peg": int(peg), "eps0": eps0,
           "final_eps": eps}
 
@@ -150,10 +144,9 @@ def verdicts(results: dict, method: str = "pSMILE auto-L") -> dict[str, dict]:
   """target -> pass flags of `method` against the better of SGLD and MCLMC (1.5× rule)."""
   out = {}
   for target, by_method in results.items():
-    if method not in by_method or "SGLD" not in by_method or "MCLMC (full batch)" not in by_method:
-      continue
-    ref = {k: min(by_method["SGLD"][k], by_method["MCLMC (full batch)"][k]) for k in ("mean_err", "std_err")}
-    out[target] = {k: by_method[method][k] <= 1.5 * ref[k] for k in ("mean_err", "std_err")}
+    if {method, "SGLD", "MCLMC (full batch)"} <= set(by_method):
+      ref = {k: min(by_method["SGLD"][k], by_method["MCLMC (full batch)"][k]) for k in ("mean_err", "std_err")}
+      out[target] = {k: by_method[method][k] <= 1.5 * ref[k] for k in ("mean_err", "std_err")}
   return out
 
 
@@ -168,8 +161,7 @@ def table(results: dict, candidate: str = "pSMILE auto-L") -> str:
   lines.append("\ncells: mean error / std error (reference-std units, rms over coordinates) / ESS per 1000 PEG")
   v = verdicts(results, candidate)
   if v:
-    mean_pass = [t for t in v if v[t]["mean_err"]]
-    std_pass = [t for t in v if v[t]["std_err"]]
+    mean_pass, std_pass = ([t for t in v if v[t][k]] for k in ("mean_err", "std_err"))
     lines.append(f"{candidate} within 1.5x of min(SGLD, MCLMC): mean {len(mean_pass)}/{len(v)}, "
                  f"std {len(std_pass)}/{len(v)}; misses: mean {sorted(set(v) - set(mean_pass))}, "
                  f"std {sorted(set(v) - set(std_pass))}")
@@ -242,19 +234,16 @@ def main() -> None:
       kern = None if factory is None else factory(check.logdensity_fn, args.steps)
       per_seed = run_method(check, kern, grid_for(check, kind), steps=args.steps, num_chains=args.chains,
                             num_samples=args.samples, seeds=seeds)
-      chosen = []
-      for seed, rows in zip(seeds, per_seed):
-        raw += [{"target": check.name, "method": name, "seed": seed, **r} for r in rows]
-        chosen.append(best(rows))
-      results[check.name][name] = {k: float(np.mean([r[k] for r in chosen]))
-                                   for k in ("mean_err", "std_err", "ess_per_kpeg")}
-      r = results[check.name][name]
+      raw += [{"target": check.name, "method": name, "seed": seed, **r} for seed, rows in zip(seeds, per_seed)
+              for r in rows]
+      chosen = [best(rows) for rows in per_seed]
+      r = results[check.name][name] = {k: float(np.mean([c[k] for c in chosen]))
+                                       for k in ("mean_err", "std_err", "ess_per_kpeg")}
       print(f"{check.name:15s} {name:30s} mean {r['mean_err']:7.3f} std {r['std_err']:7.3f} "
             f"ess/kPEG {r['ess_per_kpeg']:8.3g} eps0 {[c['eps0'] for c in chosen]} ({time.perf_counter() - t1:.1f}s)",
             flush=True)
   wall = time.perf_counter() - t0
-  text = table(results, args.candidate)
-  print(text)
+  print(table(results, args.candidate))
   print(f"wall {wall:.0f}s")
   os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
   with open(args.out, "w") as fh:

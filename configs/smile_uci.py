@@ -48,13 +48,11 @@ def get_config(arg=None):
       ("psmile", "sgld") if paper else REF_METHODS if ref else ALL_METHODS)
   methods = set(s.methods)
   s.prior_scale = 1.0
-  # Ensemble members (MAP / DE / chain starts): config.optim (adamw) through core.train; regression
-  # members are restored to their best validation epoch.
+  # Ensemble members (MAP / DE / chain starts) through core.train; regression members at their best valid epoch.
   config.optim.update(name="adamw", lr=1e-3 if paper else 1e-2, weight_decay=5e-3,
                       schedule="cosine" if paper else "constant")
   s.num_members = arg.members or {"smoke": 2, "ref": 10, "paper": 4}[table]
-  # ref: no step cap (200 epochs of bikesharing = 38k steps).
-  s.member_max_steps = {"smoke": 400, "ref": 10 ** 6, "paper": 20000}[table]
+  s.member_max_steps = {"smoke": 400, "ref": 10 ** 6, "paper": 20000}[table]   # ref: no cap
   # Samplers: every sampler gets the same PEG per chain, budget_epochs x N (or budget_steps SMILE steps).
   s.budget_epochs = arg.budget_epochs or {"smoke": 60, "ref": 1, "paper": 300}[table]
   warm_steps, sample_steps = (round(v * arg.budget_scale) for v in REF_STEPS)
@@ -65,15 +63,11 @@ def get_config(arg=None):
     s.smile_step_size = {"smoke": (1e-3,), "paper": (1e-2,)}.get(preset, (1e-2, 1e-3, 1e-4))
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_clamp"}:
     s.update(p_reset=0.98, alpha=0.1, delta=0.02, beta=0.01)
-  if "psmile_vt" in methods:     # tuned pSMILE with the virial rule (adaptation.virial_tuner): one ε₀, no grid
-    s.vt_step_size = (1e-3,)
-    # Median of T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1: T̂ ≈ 1 below the ε where chains start to run hot, so a
-    # target of exactly 1 has no drive there (chosen on a 50-d Gaussian, tests/smile/test_virial_tuner.py).
-    s.vt_target = 1.1
-    # γ₀ chosen on energy split 1's ε traces (drift and path only, no LPPD): 1e-3 overshot to 1.7e-4 (T̂ lags ε by
-    # 10k+ steps; drift 2.58), 1e-4 barely left ε₀ (8.7e-4), 3e-4 went to 6.5e-4 (drift 1.26); docs/methods/smile.md.
-    s.vt_gain = 3e-4             # Robbins–Monro gain γ₀ on log ε (±0.015 % per step when all chains agree)
-    s.vt_settle_frac = 0.25      # ε held at ε₀ over the first quarter of the warmup (chains travel from the members)
+  if "psmile_vt" in methods:   # tuned pSMILE, the virial rule (adaptation.virial_tuner) from one ε₀, no grid
+    # target: median T̂ = −(θ − θ₀)·∇log p̂/d steered to 1.1 (T̂ ≈ 1 below the ε where chains run hot: no drive at 1);
+    # Robbins–Monro gain γ₀ on log ε from energy split 1's ε traces (1e-3 overshot to 1.7e-4, 1e-4 barely left ε₀);
+    # ε held at ε₀ over the first quarter of the warmup (chains travel from the members).
+    s.update(vt_step_size=(1e-3,), vt_target=1.1, vt_gain=3e-4, vt_settle_frac=0.25)
   if "sgld" in methods:
     s.sgld_step_size = {"smoke": (1e-5,), "paper": (1e-6,)}.get(preset, (1e-4, 1e-5, 1e-6))
   if paper:   # accelerators: CIFAR-10 via TFDS, ResNet members, pSMILE vs SGLD (first ε₀ of each grid)
@@ -87,28 +81,22 @@ def get_config(arg=None):
   s.splits = _tuple(arg.splits, int) if arg.splits else {
       "smoke": (0,), "ref": (1, 2, 3) if s.protocol == "smile" else (0, 1, 2), "uci11": (0, 1, 2)}[preset]
   # Model: MLP -> mu with a global log sigma ('global') or (mu, log sigma)(x) ('heteroscedastic').
-  s.hidden = {"smoke": (16, 16), "ref": (16, 16, 16)}[table]
-  s.noise = "global"
-  s.member_batch = 64
-  s.member_epochs = arg.member_epochs or {"smoke": 20, "ref": 200}[table]
+  s.update(hidden={"smoke": (16, 16), "ref": (16, 16, 16)}[table], noise="global", member_batch=64,
+           member_epochs=arg.member_epochs or {"smoke": 20, "ref": 200}[table])
   s.member_fixed_sigma = ref            # authors: members trained with σ = 1; log σ starts sampling at 0
-  # Rows of the 70/10/20 sets: "files" = our fixed index_smile_* splits, training-row standardisation;
-  # "authors" = the authors' split of seed s (their jax permutation), whole-table standardisation, test rows
-  # cut to a multiple of min(batch, n_test) as their evaluation loop does (ref: the published numbers' rows).
+  # Rows of the 70/10/20 sets: "files" = our index_smile_* splits, training-row standardisation; "authors" = their
+  # split of seed s, whole-table standardisation, test rows cut to a multiple of min(batch, n_test) as theirs.
   s.split_source = "authors" if ref else "files"
-  # Sampler batch 0 = automatic (spec: 32 if N < 1000 (B only), 64 if N < 5000, else 256); ref: 256.
-  s.batch_size = 256 if ref else 0
-  # SMILE steps per chain (0: use budget_epochs); the other samplers get the same PEG. ref: 50k + 10k.
-  s.budget_steps = warm_steps + sample_steps if ref else 0
+  s.batch_size = 256 if ref else 0      # sampler batch; 0: 32 if N < 1000 (B only), 64 if N < 5000, else 256
+  s.budget_steps = warm_steps + sample_steps if ref else 0   # SMILE steps per chain (0: use budget_epochs)
   s.epoch_wise_sampling = False         # True: budget_steps counts epochs (authors' grid; 2-47x the steps)
   s.likelihood_scale = "floor" if ref else "ratio"   # floor: ⌊N/b⌋ (authors), ratio: N/b
-  # pSMILE r clamped to PrecondConfig's [0.1, 10] (ours; the authors have no clamp) in every SMILE method; ref: off,
-  # and `psmile_clamp` (clamp on) is the ablation beside psmile_naive (an error with precond_clamp=True: a copy).
-  s.precond_clamp = not ref
-  s.nonfinite_halving = not ref         # naive kernels halve ε on a non-finite step (ours); ref: count only
+  # pSMILE r clamped to PrecondConfig's [0.1, 10] in every SMILE method (ours; the authors have none; ref: off,
+  # with `psmile_clamp` as the clamped ablation); naive kernels halve ε on a non-finite step (ref: count only).
+  s.update(precond_clamp=not ref, nonfinite_halving=not ref)
   if methods & {"smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp"}:
-    s.L = 0.0                             # 0: no partial refresh
-    s.same_batch_energy = False           # ablation: ΔE with ℓ_old re-evaluated on the current batch
+    # L = 0: no partial refresh; same_batch_energy: ablation, ΔE with ℓ_old re-evaluated on the current batch
+    s.update(L=0.0, same_batch_energy=False)
   if "csgld" in methods:
     s.update(csgld_step_size=(1e-5,) if preset == "smoke" else (1e-4, 1e-5, 1e-6), csgld_cycles=4, csgld_explore=0.33)
   if "sghmc" in methods:
@@ -119,8 +107,7 @@ def get_config(arg=None):
   if "mclmc_native" in methods:
     s.update(mclmc_native_tune=warm_steps if ref else 20, mclmc_native_samples=sample_steps if ref else 20,
              mclmc_native_chains=s.num_members if ref else 2)
-  # Diagnostic columns lppd_kept / chains_kept of every SG-MCMC row: the test LPPD of the mixture without the
-  # chains whose validation LPPD is more than this many nats below the median chain (0: off).
+  # lppd_kept / chains_kept: test LPPD without the chains > chain_filter_nats below the median on validation (0: off)
   s.update(chain_filter_nats=1.0, rhat_points=100, coverage_draws=1000)
   config.log_every = {"smoke": 100, "ref": 500}[table]
   config.smile = s

@@ -1,11 +1,8 @@
 """The smile_uci tables and figure: validation-chosen rows, summary.md, lppd_vs_peg.png, and the merge of several
-runs (or an ε₀-grid extension) into one table, as a single run writes it.
-
-  python -m experiments.smile_uci --merge=runs/a,runs/b --workdir=runs/merged
-  python -m experiments.smile_uci --merge=runs/a,runs/b --extend=runs/c --workdir=runs/ext   # c: extra ε₀ values
-"""
+runs (or an ε₀-grid extension) into one table, as a single run writes it (`--merge`, see experiments/smile_uci.py)."""
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -45,9 +42,8 @@ def data_protocol(protocol: str, dataset: str) -> str:
 
 
 def summarize(rows: list[dict], workdir: str, anchored: set[str]) -> list[dict]:
-  """Adds the validation-chosen rows (`CHOSEN`), writes summary.md (mean ± s.e. table, then each of `_OURS`
-  against the SG-MCMC baselines paired over splits) and lppd_vs_peg.png; returns the rows with the chosen ones.
-  One run and a merge of several runs (`merge`) share it; chosen rows already in `rows` are recomputed."""
+  """Adds the validation-chosen rows (`CHOSEN`, recomputed if present), writes summary.md (mean ± s.e. table, then
+  each of `_OURS` against the SG-MCMC baselines paired over splits) and lppd_vs_peg.png; returns the rows."""
   rows = [r for r in rows if r["method"] not in dict(CHOSEN)]
   ran = {r["method"] for r in rows}
   picked = set()
@@ -73,9 +69,8 @@ def summarize(rows: list[dict], workdir: str, anchored: set[str]) -> list[dict]:
 
 
 def merge(workdirs: list[str], workdir: str, extend: Sequence[str] = ()) -> list[dict]:
-  """Rows of several runs' results.json as one run: the same summary.md and lppd_vs_peg.png as `run` (a panel per
-  data set), and results.json (same schema; `sources` added; wall_s summed). A (method, dataset, split, seed) in
-  two runs is an error. `extend`: runs of the same protocol on extra ε₀ values only, combined by `extend_grid`."""
+  """Several runs' results.json as one run's outputs (`sources` added, wall_s summed; a row in two runs is an
+  error); `extend`: runs of the same protocol on extra ε₀ values only, combined by `extend_grid`."""
   rows, results, _ = common.read_runs(workdirs, pipeline.row_key, skip=lambda r: r["method"] in dict(CHOSEN))
   extra, extra_results, _ = common.read_runs(extend, pipeline.row_key, skip=lambda r: r["method"] in dict(CHOSEN))
   anchored, configs = set(), []
@@ -86,9 +81,8 @@ def merge(workdirs: list[str], workdir: str, extend: Sequence[str] = ()) -> list
       raise ValueError(f"{w}: not a smile_uci regression run")
     anchored |= {d for d in s["datasets"] if data_protocol(s["protocol"], d) == "smile"}
     configs.append(s)
-  for e in configs[len(workdirs):]:
-    for b in configs[:len(workdirs)]:
-      pipeline.check_extension(b, e)
+  for e, b in itertools.product(configs[len(workdirs):], configs[:len(workdirs)]):
+    pipeline.check_extension(b, e)
   if extend:
     rows = pipeline.extend_grid(rows, extra)
   results += extra_results

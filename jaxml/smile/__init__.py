@@ -16,11 +16,10 @@ from jaxml.smile.pipeline import (METHODS, SMILE_VARIANTS, TUNED_PSMILE, Sampler
                                   evaluate, fit_ensemble, make_samplers, member_plan, run_classification, run_split,
                                   sample_split, sampler_batch_size, schedule, step_grid)
 
-__all__ = [
-    "AutoLState", "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "RefConfig", "SMILE_VARIANTS",
-    "Sampler", "Samplers", "SmileInfo", "SmileState", "TUNED_PSMILE", "Tuner", "authors_row_order", "build_kernel",
-    "eps_drift", "evaluate", "fit_ensemble", "fixed_tuner", "make_chain_runner", "make_classifier_method",
-    "make_mclmc_runner", "make_method", "make_model", "make_samplers", "member_plan", "mile_warmup",
-    "per_chain_tuner", "psmile", "ref_tuner", "run_chains", "run_classification", "run_mclmc", "run_split",
-    "sample_split", "sampler_batch_size", "schedule", "smile", "smile_chain_kernel", "step_grid", "virial_tuner",
-]
+__all__ = ["AutoLState", "ChainKernel", "ChainResult", "METHODS", "PrecondConfig", "RefConfig", "SMILE_VARIANTS",
+           "Sampler", "Samplers", "SmileInfo", "SmileState", "TUNED_PSMILE", "Tuner", "authors_row_order",
+           "build_kernel", "eps_drift", "evaluate", "fit_ensemble", "fixed_tuner", "make_chain_runner",
+           "make_classifier_method", "make_mclmc_runner", "make_method", "make_model", "make_samplers", "member_plan",
+           "mile_warmup", "per_chain_tuner", "psmile", "ref_tuner", "run_chains", "run_classification", "run_mclmc",
+           "run_split", "sample_split", "sampler_batch_size", "schedule", "smile", "smile_chain_kernel", "step_grid",
+           "virial_tuner"]

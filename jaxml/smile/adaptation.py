@@ -29,12 +29,11 @@ from blackjax.mcmc import integrators, mclmc
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import ndtri
 
-__all__ = [
-    "StepInput", "Tuner", "ref_tuner", "virial_tuner", "fixed_tuner", "per_chain_tuner", "PerChainState",
-    "RefConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update", "adapt_step_size",
-    "VirialConfig", "VirialState", "virial_temperature", "virial_update", "pool_over_chains", "CHAIN_AXIS",
-    "PrecondConfig", "PrecondState", "precond_init", "precond_update", "precond_inverse_mass", "mile_warmup",
-]
+__all__ = ["StepInput", "Tuner", "ref_tuner", "virial_tuner", "fixed_tuner", "per_chain_tuner", "PerChainState",
+           "RefConfig", "TunerState", "tuner_init", "gamma_quantile", "tuner_thresholds", "tuner_update",
+           "adapt_step_size", "VirialConfig", "VirialState", "virial_temperature", "virial_update", "pool_over_chains",
+           "CHAIN_AXIS", "PrecondConfig", "PrecondState", "precond_init", "precond_update", "precond_inverse_mass",
+           "mile_warmup"]
 
 CHAIN_AXIS = "chains"   # vmap axis name of the chains in `chains.make_chain_runner` (read by pool_chains)
 
@@ -73,9 +72,8 @@ class PerChainState(NamedTuple):
 
 
 def per_chain_tuner(tuner: Tuner, off: Tuner, on: bool = True) -> Tuner:
-  """`tuner` where state.on, else `off` (a per-chain flag: tuned and fixed-ε chains in one compile).
-
-  The tuner's statistics do not move while a chain runs `off`."""
+  """`tuner` where state.on, else `off` (a per-chain flag: tuned and fixed-ε chains in one compile); the tuner's
+  statistics do not move while a chain runs `off`."""
 
   def init(position):
     return PerChainState(jnp.asarray(on, bool), (tuner.init(position), off.init(position)))
@@ -117,10 +115,8 @@ def tuner_init() -> TunerState:
 
 
 def gamma_quantile(mean: jax.Array, std: jax.Array, p: float | jax.Array) -> jax.Array:
-  """Wilson–Hilferty quantile of the Gamma law with the given mean and standard deviation.
-
-  Returns k θ (1 − 1/(9k) + z_p/(3√k))³, clipped at 0, with k = μ²/(σ²+1e-6), θ = (σ²+1e-6)/μ.
-  """
+  """Wilson–Hilferty quantile of the Gamma law with the given mean and standard deviation:
+  k θ (1 − 1/(9k) + z_p/(3√k))³, clipped at 0, with k = μ²/(σ²+1e-6), θ = (σ²+1e-6)/μ."""
   var = std ** 2 + 1e-6
   mean = jnp.maximum(mean, 1e-12)
   k = mean ** 2 / var
@@ -164,10 +160,9 @@ def adapt_step_size(step_size: jax.Array, abs_energy_change: jax.Array, state: T
 
 
 def ref_tuner(**config: Any) -> Tuner:
-  """The authors' Gamma-quantile rule with resets (`RefConfig` fields as keywords).
-
-  A reset (|ΔE| > Q(p_reset) once t ≥ freeze_steps) is judged against the statistics before this step; the
-  statistics absorb every finite step, reset or not."""
+  """The authors' Gamma-quantile rule with resets (`RefConfig` fields as keywords). A reset (|ΔE| > Q(p_reset) once t ≥
+  freeze_steps) is judged against the statistics before this step; the statistics absorb every finite step, reset or
+  not."""
   cfg = RefConfig(**config)
 
   def update(state: TunerState, x: StepInput):
@@ -209,10 +204,9 @@ def pool_over_chains(value: jax.Array, key: jax.Array) -> jax.Array:
 
 
 def virial_temperature(offset: jax.Array, logdensity_grad: jax.Array) -> jax.Array:
-  """T̂ = −(θ − θ₀)·∇log p̂(θ) / d, the configurational (virial) temperature; `offset` = θ − θ₀.
-
-  By integration by parts E_π[(θ_i − c_i) ∂_i U] = 1 for any constant c, so E_π[T̂] = 1 exactly, and an
-  unbiased minibatch gradient does not move the mean; chains running hot show T̂ > 1."""
+  """T̂ = −(θ − θ₀)·∇log p̂(θ) / d, the configurational (virial) temperature; `offset` = θ − θ₀. By integration by
+  parts E_π[(θ_i − c_i) ∂_i U] = 1 for any constant c, so E_π[T̂] = 1 exactly, and an unbiased minibatch gradient
+  does not move the mean; chains running hot show T̂ > 1."""
   return -jnp.vdot(offset, logdensity_grad) / offset.shape[0]
 
 

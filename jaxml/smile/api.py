@@ -16,16 +16,14 @@ __all__ = ["make_method", "make_classifier_method", "make_model", "member_nll"]
 
 
 def make_model(config: Any) -> targets.RegressionModel:
+  """The regression net of a `smile` config section (hidden, noise)."""
   return targets.make_regression_model(tuple(config.hidden), noise=config.get("noise", "global"))
 
 
 def member_nll(model: targets.RegressionModel, params: Any, x: jax.Array, y: jax.Array,
                fixed_sigma: bool = False) -> jax.Array:
-  """Mean negative log-likelihood of one member: x [n, p], y [n] -> scalar.
-
-  fixed_sigma: σ = 1 (the authors' member loss: squared error; a global log σ gets no gradient and
-  stays at its initial 0, which is where sampling starts it).
-  """
+  """Mean negative log-likelihood of one member: x [n, p], y [n] -> scalar. fixed_sigma: σ = 1 (the authors'
+  member loss; a global log σ gets no gradient and stays at its initial 0, where sampling starts it)."""
   mu, log_sigma = model.apply(params, x)
   if fixed_sigma:
     log_sigma = jnp.zeros_like(log_sigma)
@@ -61,10 +59,8 @@ def make_method(config: Any) -> core.Method:
 
 
 def make_classifier_method(apply_fn: Callable, init_fn: Callable, num_members: int) -> core.Method:
-  """K stacked softmax classifiers (e.g. `jaxml.nn.resnet.ResNet`); batch x [K, b, ...], y [K, b].
-
-  init_fn(rng, x) -> params, apply_fn(params, x) -> logits. Loss Σ_k mean cross-entropy.
-  """
+  """K stacked softmax classifiers (e.g. `jaxml.nn.resnet.ResNet`); batch x [K, b, ...], y [K, b]; init_fn(rng, x)
+  -> params, apply_fn(params, x) -> logits. Loss Σ_k mean cross-entropy."""
 
   def member_ce(params, x, y):
     logp = jax.nn.log_softmax(apply_fn(params, x))

@@ -1,26 +1,10 @@
 """pSMILE as `jaxml.smile.psmile`: its partial-refresh length L chosen from the chain's own position variance.
 
-`kernel.psmile` is the bare kernel with the authors' defaults (L = ∞), for reproduction. With L = ∞ the
-minibatch noise is the only momentum refresh: at full batch the flow is not ergodic, and anisotropic noise
-biases the spread (docs/methods/smile.md, "Defaults"). Like blackjax's `mclmc_find_L_and_step_size`
-(L = l_factor · √(Σ_i Var θ_i)), `psmile` sets L online, per chain, during warmup:
-
-  m ← m + r_t (θ − m),  v ← (1 − r_t)(v + r_t (θ − m_old)²),  r_t = min(forget / t, 1),
-  L_t = l_factor · √(Σ_i v_i)  (≥ l_floor · ε_t in the first half of the warmup),
-
-updated up to `adapt_steps` (default `adapt_frac` of `num_steps`; never frozen without a run length), then
-frozen. An explicit `L=` is used as is (L = ∞ warns). The default step-size rule is none (ε₀ under the
-noise cap); a `tuner=` from `adaptation` replaces it.
-
-Noise cap on ε: when the noise part of the velocity turn ε|h_⊥|/(d − 1) is O(1), θ follows normalised noisy
-gradients, whose law is not the posterior. With σ̂² = mean_j (g_t − 2g_{t−1} + g_{t−2})_j² / 6 (three
-consecutive batches: the noise adds 6σ², a smooth drift cancels), the second half of the warmup lowers ε to
-
-  ε ≤ κ (d − 1) / √(d σ̂²)        (κ = noise_kappa = 0.3),
-
-gated on the running ΔE²/d exceeding `energy_gate` (large with minibatches, small at full batch). After
-warmup ε is no longer capped. The wrapper uses only the kernel's public API and `SmileState` fields,
-rebuilding the sampler each step with the state's traced L."""
+`kernel.psmile` is the bare kernel with the authors' defaults (L = ∞). Like blackjax's
+`mclmc_find_L_and_step_size`, `psmile` sets L = l_factor · √(Σ_i Var θ_i) online, per chain, during warmup
+(running moments at rate min(2 / t, 1)), then freezes it, and in the second half of the warmup caps ε under the
+gradient noise, ε ≤ κ (d − 1) / √(d σ̂²), while the running ΔE²/d exceeds 1; docs/methods/smile.md ("Defaults")
+gives the rules and why. The wrapper uses only the kernel's public API and `SmileState` fields."""
 
 import math
 import warnings
@@ -68,26 +52,24 @@ class AutoLState(NamedTuple):
 
 
 def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float | jax.Array,
-                L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
-                adapt_frac: float = ADAPT_FRAC, l_factor: float = L_FACTOR, forget: float = FORGET,
-                l_floor: float = L_FLOOR, noise_kappa: float | None = NOISE_KAPPA,
-                energy_gate: float = ENERGY_GATE, precondition: bool = True, tuner: adapt.Tuner | None = None,
-                **kwargs: Any) -> kernel.Sampler:
+           L: float | jax.Array | None = None, num_steps: int | None = None, adapt_steps: int | None = None,
+           l_factor: float = L_FACTOR, l_floor: float = L_FLOOR, tuner: adapt.Tuner | None = None,
+           **kwargs: Any) -> kernel.Sampler:
   """pSMILE whose L is set during warmup from each chain's running position variance (module docstring).
 
   Args:
     logdensity_fn: `logdensity_fn(position, minibatch) -> scalar` minibatch log posterior.
     step_size: initial ε₀ (float or traced array).
     L: explicit refresh length, overriding the automatic choice (∞ warns: biased spread).
-    num_steps / adapt_steps: run length (adapt_steps = adapt_frac · num_steps) / steps L adapts, then frozen.
-    l_factor: L = l_factor · √(Σ Var θ);  forget: rate forget/t of the running variance; l_floor: L ≥ l_floor · ε.
+    num_steps / adapt_steps: run length (adapt_steps = ADAPT_FRAC · num_steps) / steps L adapts, then frozen.
+    l_factor: L = l_factor · √(Σ Var θ);  l_floor: L ≥ l_floor · ε in the first half of the warmup.
     tuner: step-size rule (`adaptation`); default none (fixed ε₀ under the noise cap), chosen over the
       authors' `ref_tuner()` on the `posteriors` suite (docs/methods/smile.md).
-    precondition, **kwargs: as for `kernel.psmile` (precond, clamp, same_batch_energy).
+    **kwargs: as for `kernel.psmile` (precondition, precond, clamp, same_batch_energy).
   Returns Sampler(init, step, grads_per_step) with state `AutoLState` (the kernel's SmileState in `.smile`)."""
   if adapt_steps is None and num_steps is not None:
-    adapt_steps = int(adapt_frac * num_steps)
-  build = lambda length, eps: kernel.psmile(logdensity_fn, step_size=eps, L=length, precondition=precondition,
+    adapt_steps = int(ADAPT_FRAC * num_steps)
+  build = lambda length, eps: kernel.psmile(logdensity_fn, step_size=eps, L=length,
                                             tuner=adapt.fixed_tuner() if tuner is None else tuner, **kwargs)
   if L is not None:
     if isinstance(L, (int, float)) and math.isinf(L):
@@ -109,7 +91,7 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     inner, info = build(state.L, state.initial_step_size).step(rng, state.smile, minibatch)
     flat = ravel_pytree(inner.position)[0]
     t = state.t + 1
-    rate = jnp.minimum(forget / t.astype(jnp.float32), 1.0)
+    rate = jnp.minimum(FORGET / t.astype(jnp.float32), 1.0)
     delta = flat - state.mean
     mean = state.mean + rate * delta
     var = (1.0 - rate) * (state.var + rate * delta ** 2)
@@ -126,13 +108,12 @@ def psmile(logdensity_fn: Callable[[Any, Any], jax.Array], *, step_size: float |
     length = jnp.maximum(length, info.step_size / 16.0)
     adapting = jnp.ones((), bool) if adapt_steps is None else t <= adapt_steps
     new_l = jnp.where(adapting, length, state.L)
-    if noise_kappa is not None:
-      # the noise turns u by δ = ε |c⊙ξ| / (d − 1) per step; keep δ ≤ κ (from the second half of the warmup on)
-      dim = flat.shape[0]
-      cap = noise_kappa * (dim - 1) / jnp.sqrt(dim * noise + 1e-30)
-      noisy = energy > energy_gate     # full batch (or tiny noise): ΔE²/d ≪ 1 and the cap stays off
-      eps = jnp.where(adapting & noisy & (t > settle), jnp.minimum(inner.step_size, cap), inner.step_size)
-      inner = inner._replace(step_size=eps, initial_step_size=jnp.minimum(inner.initial_step_size, eps))
+    # the noise turns u by δ = ε |c⊙ξ| / (d − 1) per step; keep δ ≤ κ (from the second half of the warmup on)
+    dim = flat.shape[0]
+    cap = NOISE_KAPPA * (dim - 1) / jnp.sqrt(dim * noise + 1e-30)
+    noisy = energy > ENERGY_GATE     # full batch (or tiny noise): ΔE²/d ≪ 1 and the cap stays off
+    eps = jnp.where(adapting & noisy & (t > settle), jnp.minimum(inner.step_size, cap), inner.step_size)
+    inner = inner._replace(step_size=eps, initial_step_size=jnp.minimum(inner.initial_step_size, eps))
     return AutoLState(inner, new_l, mean, var, t, state.initial_step_size, noise, grad_last, energy), info
 
   return kernel.Sampler(init, step, build(math.inf, step_size).grads_per_step)

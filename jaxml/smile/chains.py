@@ -19,10 +19,9 @@ __all__ = ["ChainKernel", "ChainResult", "smile_chain_kernel", "auto_chain_kerne
 
 
 class ChainKernel(NamedTuple):
-  """init(position, minibatch, rng, hyper) -> state; step(rng, state, minibatch, t) -> (state, info).
-
-  `hyper`: per-chain overrides (e.g. {"step_size": ε₀}), so grids run as extra chains of one compile. info
-  holds scalar "logdensity", "reset", "nonfinite", "step_size"; `keep(t)` says whether a sample at t counts."""
+  """init(position, minibatch, rng, hyper) -> state; step(rng, state, minibatch, t) -> (state, info). `hyper`:
+  per-chain overrides (e.g. {"step_size": ε₀}), so grids run as extra chains of one compile. info holds scalar
+  "logdensity", "reset", "nonfinite", "step_size"; `keep(t)` says whether a sample at t counts."""
 
   init: Callable[..., Any]
   step: Callable[..., tuple[Any, dict]]
@@ -44,11 +43,8 @@ class ChainResult(NamedTuple):
 
 
 def smile_chain_kernel(sampler: Sampler) -> ChainKernel:
-  """Adapts a SMILE `Sampler` (2 batch gradients per step) to the runner.
-
-  hyper may hold "step_size" (ε₀), "precondition" and "clamp" (per-chain bools of the state) and "tuned" (the
-  flag of an `adaptation.per_chain_tuner`).
-  """
+  """Adapts a SMILE `Sampler` to the runner; hyper may hold "step_size" (ε₀), "precondition" and "clamp" (per-chain
+  bools of the state) and "tuned" (the flag of an `adaptation.per_chain_tuner`)."""
 
   def init(position, minibatch, rng, hyper):
     state = sampler.init(position, minibatch, rng)
@@ -87,17 +83,14 @@ def auto_chain_kernel(make_sampler: Callable[[jax.Array], Sampler]) -> ChainKern
 
 def make_chain_runner(kernel: ChainKernel, *, num_chains: int, data_size: int, batch_size: int, num_warmup: int,
                       num_samples: int, thin: int) -> Callable[..., ChainResult]:
-  """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}, chain_ids=None) -> ChainResult`.
-
-  Per-chain keys are `fold_in(·, id)`, so a chain's draws do not depend on what runs beside it. Steps per
+  """Jitted `runner(positions [C, ...], data{"x": [N, p], "y": [N]}, rng, hypers={}, chain_ids=None) -> ChainResult`;
+  per-chain keys are `fold_in(·, id)`, so a chain's draws do not depend on what runs beside it. Steps per
   chain: num_warmup (rounded down to a multiple of thin) + num_samples · thin; one compile per shapes."""
-  n = int(data_size)
-  b = int(batch_size)
+  n, b = int(data_size), int(batch_size)
   per_epoch = n // b
   if per_epoch < 1:
     raise ValueError(f"batch size {b} exceeds the {n} training rows")
   step_fn = jax.vmap(kernel.step, in_axes=(0, 0, 0, None), axis_name=adapt.CHAIN_AXIS)   # named: tuners may pool
-
   warm_blocks = num_warmup // thin
 
   @jax.jit

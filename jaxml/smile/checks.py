@@ -1,10 +1,7 @@
-"""Known-posterior checks for samplers: targets with a reference mean and standard deviation.
-
-A `Check` is a minibatch log density `logdensity_fn(θ, batch)` over a flat θ ∈ R^d, the data it walks
-(x [N, p], y [N]; a full-batch target has N = batch size), and the reference mean / std: linear regression
-(closed form), logistic regression (cached multi-chain NUTS, `nuts_reference`), an anisotropic Gaussian and
-Neal's funnel. `spread_errors` scores samples in reference-std units (rms of the mean and std errors).
-`jaxml.smile.posteriors` builds its known-posterior suite on these."""
+"""Known-posterior checks for samplers: a `Check` is a minibatch log density `logdensity_fn(θ, batch)` over a flat
+θ ∈ R^d, the data it walks (x [N, p], y [N]; full batch: N = batch size) and the reference mean / std: linear
+regression (closed form), logistic regression (cached NUTS), an anisotropic Gaussian and Neal's funnel.
+`spread_errors` scores samples in reference-std units; `jaxml.smile.posteriors` builds its suite on these."""
 
 import hashlib
 import os
@@ -78,10 +75,7 @@ def logistic_logdensity(n: int, prior: float) -> Callable[[jax.Array, dict], jax
 def nuts_reference(logdensity_fn: Callable[[jax.Array], jax.Array], dim: int, *, num_chains: int = 4,
                    num_warmup: int = 1000, num_samples: int = 2000, seed: int = 0,
                    max_rhat: float = 1.01) -> tuple[np.ndarray, np.ndarray, float]:
-  """Multi-chain blackjax NUTS (window adaptation per chain): (mean, std, max R-hat).
-
-  Raises if the largest split-free R-hat over coordinates exceeds `max_rhat`.
-  """
+  """Multi-chain blackjax NUTS (window adaptation per chain): (mean, std, max R-hat); raises if R-hat > max_rhat."""
 
   def one_chain(key):
     init_key, warm_key, run_key = jax.random.split(key, 3)
@@ -105,22 +99,20 @@ def nuts_reference(logdensity_fn: Callable[[jax.Array], jax.Array], dim: int, *,
   return flat.mean(0), flat.std(0), rhat
 
 
-def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size: int = 32, seed: int = 0,
-                        use_cache: bool = True) -> Check:
+def logistic_regression(n: int = 512, p: int = 6, prior: float = 1.0, batch_size: int = 32, seed: int = 0) -> Check:
   """Bayesian logistic regression on a seeded synthetic set; NUTS reference (cached by settings)."""
   x, y = logistic_data(n, p, seed)
   logdensity_fn = logistic_logdensity(n, prior)
   data = {"x": jnp.asarray(x), "y": jnp.asarray(y)}
   key = hashlib.sha256(f"logreg-v1-{n}-{p}-{prior}-{seed}".encode()).hexdigest()[:16]
   path = os.path.join(core.cache_dir("smile_checks"), f"logreg_{key}.npz")
-  if use_cache and os.path.exists(path):
+  if os.path.exists(path):
     ref = np.load(path)
     mean, std = ref["mean"], ref["std"]
   else:
     mean, std, rhat = nuts_reference(lambda th: logdensity_fn(th, data), p, seed=seed)
-    if use_cache:
-      os.makedirs(os.path.dirname(path), exist_ok=True)
-      np.savez(path, mean=mean, std=std, rhat=rhat)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.savez(path, mean=mean, std=std, rhat=rhat)
   return Check("logreg", logdensity_fn, data, batch_size, np.asarray(mean), np.asarray(std), 0.1)
 
 

@@ -1,12 +1,9 @@
 """The SMILE pipeline on a regression data set: ensemble → warmup → sampling, at an equal PEG budget.
 
-1. `fit_ensemble`: K MAP members in one `core.train` run, each at its best validation-NLL epoch.
-2. `make_samplers`: one compiled chain runner per sampler group; the ε₀ grid and the SMILE variants are
-   per-chain `hypers`, so every (variant, ε₀) runs as extra chains of one compile.
-3. `sample_split`: one chain per member for every sampler, ε₀ picked per method by validation LPPD,
-   posterior-predictive metrics on the test rows.
-`run_split` chains the three and returns `{method: (metrics, cost)}`. `cfg` is the `smile` section of
-configs/smile_uci.py; data holds x/y_train, x/y_valid, x/y_test (+ "y_std": test metrics in original units)."""
+`run_split` chains `fit_ensemble` (K MAP members in one `core.train` run, each at its best validation-NLL epoch),
+`make_samplers` (one compiled runner per sampler group; every (variant, ε₀) runs as extra chains of one compile)
+and `sample_split` (one chain per member for every sampler, ε₀ per method by validation LPPD, test metrics).
+`cfg` is the `smile` section of configs/smile_uci.py; data holds x/y_train, x/y_valid, x/y_test (+ "y_std")."""
 
 import functools
 import math
@@ -31,12 +28,11 @@ __all__ = ["METHODS", "SMILE_VARIANTS", "TUNED_PSMILE", "Samplers", "sampler_bat
 METHODS = ("map", "de", "smile_naive", "smile", "psmile_naive", "psmile", "psmile_vt", "psmile_clamp", "psmile_auto",
            "sgld", "csgld", "sghmc", "mclmc", "mclmc_native")
 # The methods of the `smile_family` group: (precondition, tuned). `psmile_clamp` is pSMILE-naive with the r clamp
-# on whatever `precond_clamp` says (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
+# always on (the clamp ablation of an unclamped run, beside `psmile_naive` in one compile).
 SMILE_VARIANTS = {"smile_naive": (False, False), "smile": (False, True), "psmile_naive": (True, False),
                   "psmile": (True, True), "psmile_clamp": (True, False)}
 CLAMPED = ("psmile_clamp",)
-# The tuned pSMILE methods with their own tuner, each its own group, -> the prefix of its config keys
-# (`<prefix>_step_size`, ...): the virial rule.
+# Tuned pSMILE methods with their own tuner (one group each) -> the prefix of their config keys: the virial rule.
 TUNED_PSMILE = {"psmile_vt": "vt"}
 # `smile.psmile` with its defaults (L from the chains, fixed ε₀ under the noise cap) on the ε₀ grid of the variants.
 AUTO = "psmile_auto"
@@ -69,8 +65,7 @@ def schedule(budget_peg: int, peg_step: int, warmup_frac: float, num_samples: in
 
 
 def step_grid(cfg: Any, group: str) -> tuple[float, ...]:
-  """The ε₀ grid of a method or group (all SMILE variants share `smile_step_size`; a tuned pSMILE method its
-  `<prefix>_step_size`, see TUNED_PSMILE)."""
+  """The ε₀ grid of a method or group: `smile_step_size` for every SMILE variant, else `<prefix>_step_size`."""
   key = "smile_step_size" if group in SMILE_VARIANTS or group in ("smile_family", AUTO) else (
       f"{TUNED_PSMILE.get(group, group)}_step_size")
   return tuple(float(e) for e in getattr(_c(cfg), key))
@@ -106,13 +101,13 @@ _KEYS = ((lambda m, reg: True, ("protocol", "methods", "prior_scale", "num_membe
 
 
 def config_keys(methods: Sequence[str], protocol: str) -> tuple[str, ...]:
-  """The keys of the experiment's `smile` section that a run of `methods` under `protocol` reads (strict configs:
-  each is read)."""
+  """The keys of the `smile` section that a run of `methods` under `protocol` reads (strict configs)."""
   methods, regression = set(methods), protocol != "tfds"
   return tuple(k for cond, keys in _KEYS if cond(methods, regression) for k in keys)
 
 
 def row_key(r: dict) -> tuple:
+  """The identity of a results row: (method, dataset, split, seed)."""
   return r["method"], r["dataset"], r["split"], r["seed"]
 
 
@@ -134,29 +129,22 @@ def _valid(r: dict) -> float:
 
 
 def extend_grid(base: list[dict], extra: list[dict]) -> list[dict]:
-  """The rows of an ε₀ grid extended by runs on other ε₀ values only (`extra`): each method's row becomes
-  whichever of its base and extra rows has the higher validation LPPD (ties keep the base; draws do not depend
-  on the other ε₀, `combo_chain_ids`); grid_peg and wall_s add up. Only cells `extra` covers are kept; an
-  extra row without a base row or a grid is an error."""
-  more = {}
-  for r in extra:
-    if "step_size0" not in r["metrics"]:
-      raise ValueError(f"extension row {row_key(r)} has no ε₀ grid")
-    more[row_key(r)] = r
+  """`base` rows extended by runs on other ε₀ values (`extra`): each method keeps the row with the higher validation
+  LPPD (ties: base), grid_peg and wall_s add up; only cells `extra` covers are kept, an unmatched extra row errs."""
+  if bad := [row_key(r) for r in extra if "step_size0" not in r["metrics"]]:
+    raise ValueError(f"extension row {bad[0]} has no ε₀ grid")
+  more = {row_key(r): r for r in extra}
   cells = {k[1:] for k in more}
   out, used = [], set()
   for r in base:
-    if "step_size0" not in r["metrics"]:
-      if row_key(r)[1:] in cells:
-        out.append(r)
-      continue
     e = more.get(row_key(r))
-    if e is None:
-      continue
-    used.add(row_key(r))
-    best = e if _valid(e) > _valid(r) else r
-    out.append(dict(best, metrics=dict(best["metrics"]),
-                    cost=best["cost"] | {k: r["cost"][k] + e["cost"][k] for k in ("grid_peg", "wall_s")}))
+    if "step_size0" not in r["metrics"]:     # no ε₀ grid (MAP, DE, MCLMC): kept where the extension ran
+      out += [r] if row_key(r)[1:] in cells else []
+    elif e is not None:
+      used.add(row_key(r))
+      best = e if _valid(e) > _valid(r) else r
+      out.append(dict(best, metrics=dict(best["metrics"]),
+                      cost=best["cost"] | {k: r["cost"][k] + e["cost"][k] for k in ("grid_peg", "wall_s")}))
   if set(more) - used:
     raise ValueError(f"extension rows without a base row: {sorted(set(more) - used)}")
   return out
@@ -171,16 +159,13 @@ def fit_ensemble(method: core.Method, member_batches: Sequence[Callable[[int], d
     parts = [f(step) for f in member_batches]
     return {key: np.stack([p[key] for p in parts]) for key in parts[0]}
 
-  k = len(member_batches)
-  select = None
-  if valid is not None:
-    select = core.Selection(metric="nll", mode="min", every=steps_per_epoch)
-    valid = {"x": jnp.asarray(valid["x"]), "y": jnp.asarray(valid["y"])}
+  select = None if valid is None else core.Selection(metric="nll", mode="min", every=steps_per_epoch)
+  evals = None if valid is None else [{"x": jnp.asarray(valid["x"]), "y": jnp.asarray(valid["y"])}]
   res = core.train(method, batches, train_cfg, workdir=workdir, name=name, seed=seed, mesh=mesh,
                    init_params=method.init(jax.random.key(seed), batches(0)), select=select,
-                   eval_batches=None if valid is None else (lambda: [valid]), shard_batch_rows=False)
+                   eval_batches=None if valid is None else (lambda: evals), shard_batch_rows=False)
   steps = int(train_cfg["num_steps"])
-  cost = {"peg": float(k * steps * batch_size), "wall_s": res.wall_s, "steps": steps}
+  cost = {"peg": float(len(member_batches) * steps * batch_size), "wall_s": res.wall_s, "steps": steps}
   if select is not None:
     cost["best_epoch_mean"] = float(np.mean(np.asarray(res.best.step) // steps_per_epoch))
   return res.params, cost
@@ -200,8 +185,7 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
   out["num_samples"] = float(c * n_s)
   if part == "test" and cfg.protocol == "standard":   # anchors of the 20-split protocol: original units
     out["lppd_std"], out["rmse_std"] = out["lppd"], out["rmse"]
-    out["lppd"] = out["lppd"] - math.log(data["y_std"])
-    out["rmse"] = out["rmse"] * data["y_std"]
+    out["lppd"], out["rmse"] = out["lppd"] - math.log(data["y_std"]), out["rmse"] * data["y_std"]
   if part == "test" and n_s >= 8:
     q = [mu[:, :, :int(cfg.rhat_points)], log_sigma.mean(-1, keepdims=True)]
     if logdensity is not None:
@@ -215,11 +199,9 @@ def evaluate(predict: Callable, positions: Any, keep: np.ndarray, logdensity: np
 
 
 def authors_row_order(seed: int, n: int) -> np.ndarray:
-  """The row order of the SMILE authors' tabular loader for their config seed `seed` (`rng` 1-3).
-
-  Reconstructed from EmanuelSommer/SMILE (src/training/trainer.py, src/dataset/base.py), with their pinned
-  jax 0.4.33's non-partitionable threefry; not checked against split files of theirs (none are published).
-  Use `offline.load_uci(..., row_order=lambda n: authors_row_order(split, n))`."""
+  """The row order of the SMILE authors' tabular loader for their config seed `seed` (`rng` 1-3), reconstructed
+  from EmanuelSommer/SMILE (src/training/trainer.py, src/dataset/base.py) with jax 0.4.33's non-partitionable
+  threefry; not checked against split files of theirs (none are published)."""
   with jax.threefry_partitionable(False):
     key = jax.random.key(int(seed))
     for _ in range(3):
@@ -238,9 +220,8 @@ def per_chain_lppd(mu: np.ndarray, log_sigma: np.ndarray, y: np.ndarray) -> np.n
 
 
 def chain_filter(predict: Callable, positions: Any, keep: np.ndarray, data: dict, nats: float) -> np.ndarray:
-  """Chains to keep: per-chain *validation* LPPD within `nats` of the median chain (a chain that left the
-  data region, e.g. log σ back near 0 after a divergent jump, falls far below). Uses no test rows. A non-finite
-  chain counts as -inf (dropped; it no longer turns the median into NaN and so drops every chain)."""
+  """Chains to keep: per-chain *validation* LPPD (no test rows) within `nats` of the median chain (a chain that left
+  the data region falls far below); a non-finite chain counts as -inf: dropped without making the median NaN."""
   keep = np.asarray(keep, bool)
   mu, log_sigma = (np.asarray(a)[:, keep] for a in predict(positions, jnp.asarray(data["x_valid"])))
   v = per_chain_lppd(mu, log_sigma, data["y_valid"])
@@ -249,14 +230,12 @@ def chain_filter(predict: Callable, positions: Any, keep: np.ndarray, data: dict
 
 
 def stable_id(name: str) -> int:
-  """A run-independent int32 id of a name (CRC-32, top bit cleared): keys and seeds derived from it do not
-  depend on which other methods or groups are run, nor on their order."""
+  """A run-independent int32 id of a name (CRC-32, top bit cleared), for keys and seeds independent of the others."""
   return zlib.crc32(name.encode()) & 0x7FFFFFFF
 
 
 def combo_chain_ids(combos: Sequence[tuple[str, float]], k: int) -> jnp.ndarray:
-  """int32 [len(combos) · k] chain ids, combo-major: member j of (method, ε₀) gets
-  stable_id(f"{method}|{ε₀!r}|{j}"), so its draws do not depend on the other combos of the run."""
+  """int32 [len(combos) · k] chain ids, combo-major: member j of (method, ε₀) gets stable_id("method|ε₀|j")."""
   ids = [stable_id(f"{m}|{float(eps)!r}|{j}") for m, eps in combos for j in range(k)]
   if len(set(ids)) != len(ids):
     raise ValueError(f"chain id collision among {combos}")
@@ -314,9 +293,8 @@ def group_hypers(cfg: Any, group: str, combos: Sequence[tuple[str, float]], k: i
 
 
 def _sg_kernel(group: str, logd: Callable, cfg: Any, total_steps: int, warmup_steps: int = 0) -> chains.ChainKernel:
-  """One kernel per group; ε₀ (and the SMILE variant) are per-chain `hypers`. `smile_family`: the four SMILE
-  variants and `psmile_clamp` in one compile (`adaptation.per_chain_tuner`); `psmile_vt`: pSMILE with the
-  pooled virial rule from `vt_step_size` (`vt_gain`, `vt_target`, held for `vt_settle_frac`, then frozen)."""
+  """One kernel per group, ε₀ (and the SMILE variant) per-chain `hypers`: `smile_family` runs every SMILE variant
+  in one compile (`adaptation.per_chain_tuner`), `psmile_vt` pSMILE with the pooled virial rule."""
   default = step_grid(cfg, group)[0]
   if group == "smile_family":
     ref = adaptation.ref_tuner(p_reset=cfg.p_reset, alpha=cfg.alpha, delta=cfg.delta, beta=cfg.beta)
@@ -363,9 +341,9 @@ def make_samplers(cfg: Any, *, data_size: int, budget_epochs: float) -> Samplers
     combos = [(m, eps) for m in methods for eps in step_grid(cfg, group)]
     grads = _sg_kernel(group, logd, cfg, 1).grads_per_step
     total, warm, kept, thin = schedule(budget, grads * b, cfg.warmup_frac, int(cfg.num_samples))
-    runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total, warm - warm % thin), num_chains=k * len(combos),
-                                              data_size=n, batch_size=b, num_warmup=warm, num_samples=kept,
-                                              thin=thin)
+    runners[group] = chains.make_chain_runner(_sg_kernel(group, logd, cfg, total, warm - warm % thin),
+                                              num_chains=k * len(combos), data_size=n, batch_size=b,
+                                              num_warmup=warm, num_samples=kept, thin=thin)
     plans[group] = (methods, combos, grads)
   predict = jax.jit(lambda pos, x: targets.predict(model.apply, pos, x))
   return Samplers(n, b, budget, tuple(runners), runners, plans, predict)
@@ -391,11 +369,8 @@ def _mclmc_runner(group: str, cfg: Any, model: targets.RegressionModel, n: int, 
 
 def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: jax.Array,
                  rng: np.random.Generator, *, progress: str | None = None) -> dict[str, Result]:
-  """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only).
-
-  Group keys (`fold_in(key, stable_id(group))`), chain ids (`combo_chain_ids`) and per-method metric generators
-  make a method's rows the same whether it runs alone or beside others. `progress`: a name to print group start /
-  end lines."""
+  """Runs every sampler group from the members; returns {method: (metrics, cost)} (sampler PEG only). Group keys,
+  chain ids and metric generators are per name, so a method's rows do not depend on what runs beside it."""
   cfg = _c(cfg)
   train = {"x": jnp.asarray(data["x_train"]), "y": jnp.asarray(data["y_train"])}
   seed = int(rng.integers(2 ** 63))
@@ -405,7 +380,10 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
     gkey = jax.random.fold_in(key, stable_id(group))    # not a split in group order
     t0 = time.perf_counter()
     if say:
-      print(f"[{say}] sampler group {group}: {_group_size(samplers, cfg, group)} ...", flush=True)
+      methods, combos, num = samplers.plans[group]
+      size = (f"{num} chains" if combos is None else f"{int(cfg.num_members) * len(combos)} chains "
+              f"({len(methods)} method(s) x {len(step_grid(cfg, group))} step sizes)")
+      print(f"[{say}] sampler group {group}: {size} ...", flush=True)
     if group in ("mclmc", "mclmc_native"):
       results = {group: _run_mclmc(samplers, cfg, group, members, train, data, gkey, _method_rng(seed, group))}
     else:
@@ -419,43 +397,29 @@ def sample_split(samplers: Samplers, cfg: Any, members: Any, data: dict, key: ja
   return out
 
 
-def _group_size(samplers: Samplers, cfg: Any, group: str) -> str:
-  """'<chains> chains (<methods x step sizes>)' of a sampler group, for the progress line."""
-  methods, combos, chains = samplers.plans[group]
-  if combos is None:                       # full-batch MCLMC: plans hold its chain count
-    return f"{chains} chains"
-  return f"{int(cfg.num_members) * len(combos)} chains ({len(methods)} method(s) x {len(step_grid(cfg, group))} step sizes)"
-
-
 def _run_sg_group(samplers, cfg, group, members, train, data, key, seed) -> dict[str, Result]:
-  """Every (method, ε₀) of a group as extra chains of one runner (stable chain ids); ε₀ per method by
-  validation LPPD."""
+  """Every (method, ε₀) of a group as extra chains of one runner; ε₀ per method by validation LPPD."""
   k, b = int(cfg.num_members), samplers.batch_size
   methods, combos, grads = samplers.plans[group]
   grid = step_grid(cfg, group)
-  hypers = group_hypers(cfg, group, combos, k)
   starts = jax.tree.map(lambda a: jnp.concatenate([a] * len(combos)), members)
-  res = samplers.runners[group](starts, train, key, hypers, combo_chain_ids(combos, k))
+  res = samplers.runners[group](starts, train, key, group_hypers(cfg, group, combos, k), combo_chain_ids(combos, k))
+  chains_of = lambda i, tree: jax.tree.map(lambda a: a[i * k:(i + 1) * k], tree)
   out = {}
   for method in methods:
     rng = _method_rng(seed, method)
-    best = None
-    for i, (m, eps) in enumerate(combos):
-      if m != method:
-        continue
-      part = jax.tree.map(lambda a: a[i * k:(i + 1) * k], (res.positions, res.logdensity, res.resets,
-                                                            res.nonfinite, res.step_size))
-      part = part + (np.asarray(res.warmup_step_size)[:, i * k:(i + 1) * k],)
-      valid = evaluate(samplers.predict, part[0], res.keep, None, data, cfg, rng, part="valid")
-      score = valid["lppd"] if math.isfinite(valid["lppd"]) else -math.inf
-      if best is None or score > best[0]:
-        best = (score, eps, part)
-    score, eps, (pos, logdens, resets, nonfinite, eps_final, warm_eps) = best
+    scores = {}
+    for i in (i for i, (m, _) in enumerate(combos) if m == method):
+      valid = evaluate(samplers.predict, chains_of(i, res.positions), res.keep, None, data, cfg, rng, part="valid")
+      scores[i] = valid["lppd"] if math.isfinite(valid["lppd"]) else -math.inf
+    best = max(scores, key=scores.get)           # the first of equal scores
+    pos, logdens, resets, nonfinite, eps_final = chains_of(best, (res.positions, res.logdensity, res.resets,
+                                                                  res.nonfinite, res.step_size))
     metrics = evaluate(samplers.predict, pos, res.keep, logdens, data, cfg, rng)
-    metrics.update(step_size0=eps, valid_lppd=score, resets=float(np.sum(resets)),
+    metrics.update(step_size0=combos[best][1], valid_lppd=scores[best], resets=float(np.sum(resets)),
                    nonfinite=float(np.sum(nonfinite)), final_step_size=float(np.median(eps_final)),
                    eps_spread=float(np.max(eps_final) / max(float(np.min(eps_final)), 1e-30)),
-                   eps_drift=eps_drift(warm_eps))
+                   eps_drift=eps_drift(np.asarray(res.warmup_step_size)[:, best * k:(best + 1) * k]))
     if float(cfg.get("chain_filter_nats", 0.0)) > 0:   # diagnostic: the mixture without chains lost on validation
       kept = chain_filter(samplers.predict, pos, res.keep, data, float(cfg.chain_filter_nats))
       sub = evaluate(samplers.predict, jax.tree.map(lambda a: a[np.flatnonzero(kept)], pos), res.keep, None, data,

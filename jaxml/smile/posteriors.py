@@ -129,9 +129,7 @@ def banana(a: float = 2.0, b: float = 0.25) -> Check:
 def ar1_latent(length: int = 40, phi: float = 0.9, sigma: float = 0.5, noise: float = 0.5, batch_size: int = 8,
                seed: int = 0) -> Check:
   """z_1 ~ N(0, σ²/(1 − φ²)), z_t = φ z_{t−1} + N(0, σ²), y_t = z_t + N(0, noise²); posterior of z given y.
-
-  Data rows are time points (x = the index t as a float, y_t): a minibatch sees b of the T observations.
-  """
+  Data rows are time points (x = the index t as a float, y_t): a minibatch sees b of the T observations."""
   rng = np.random.default_rng(seed)
   z = np.zeros(length)
   z[0] = rng.normal(0.0, sigma / np.sqrt(1 - phi ** 2))

@@ -15,11 +15,9 @@ from jax.scipy.special import logsumexp
 
 from jaxml.nn.mlp import MLP
 
-__all__ = [
-    "RegressionModel", "make_regression_model", "gaussian_loglik", "log_prior", "make_minibatch_logdensity",
-    "make_full_logdensity", "predict", "predictive_metrics", "LOG_SIGMA_RANGE", "make_classification_logdensity",
-    "classification_metrics",
-]
+__all__ = ["RegressionModel", "make_regression_model", "gaussian_loglik", "log_prior", "make_minibatch_logdensity",
+           "make_full_logdensity", "predict", "predictive_metrics", "LOG_SIGMA_RANGE", "make_classification_logdensity",
+           "classification_metrics"]
 
 LOG_SIGMA_RANGE = (-12.0, 8.0)   # numerical safety only; never active at sensible parameters
 
@@ -68,10 +66,8 @@ def log_prior(params: Any, prior_scale: float = 1.0) -> jax.Array:
 
 def make_minibatch_logdensity(apply_fn: Callable, *, data_size: int, prior_scale: float = 1.0,
                               floor_scale: bool = False) -> Callable[[Any, dict], jax.Array]:
-  """logdensity_fn(params, minibatch{"x": [b, p], "y": [b]}) = log p(θ) + (N/b) Σ_B log-lik.
-
-  floor_scale: use ⌊N/b⌋ instead of N/b (the authors' code).
-  """
+  """logdensity_fn(params, minibatch{"x": [b, p], "y": [b]}) = log p(θ) + (N/b) Σ_B log-lik (`floor_scale`: ⌊N/b⌋,
+  the authors' code)."""
 
   def logdensity_fn(params: Any, minibatch: dict) -> jax.Array:
     mu, log_sigma = apply_fn(params, minibatch["x"])
