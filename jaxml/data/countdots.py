@@ -28,12 +28,9 @@ def render_countdots(rng: np.random.Generator, k: int, *, size: int = 28, min_se
   for _ in range(rng.integers(0, 3)):             # distractor bars: thin lines, lower intensity
     length, amp = rng.integers(6, 14), rng.uniform(0.3, 0.6)
     r0, c0 = rng.integers(0, size - length, 2)
-    if rng.random() < 0.5:
-      img[r0, c0:c0 + length] = np.maximum(img[r0, c0:c0 + length], amp)
-    else:
-      img[r0:r0 + length, c0] = np.maximum(img[r0:r0 + length, c0], amp)
-  img = img + rng.normal(0.0, pixel_noise, img.shape)
-  return np.clip(img, 0.0, 1.0).astype(np.float32)
+    bar = np.s_[r0, c0:c0 + length] if rng.random() < 0.5 else np.s_[r0:r0 + length, c0]
+    img[bar] = np.maximum(img[bar], amp)
+  return np.clip(img + rng.normal(0.0, pixel_noise, img.shape), 0.0, 1.0).astype(np.float32)
 
 
 def make_countdots(*, num_train: int = 6000, num_test: int = 2000, num_classes: int = 10,
@@ -44,8 +41,8 @@ def make_countdots(*, num_train: int = 6000, num_test: int = 2000, num_classes: 
   out = {}
   for split, n in (("train", num_train), ("test", num_test)):
     y = rng.integers(0, num_classes, n).astype(np.int32)
-    out[f"x_{split}"] = np.stack([render_countdots(rng, int(k), size=size) for k in y]) if n else \
-        np.zeros((0, size, size), np.float32)
+    images = [render_countdots(rng, int(k), size=size) for k in y]
+    out[f"x_{split}"] = np.array(images, np.float32).reshape(n, size, size)
     out[f"y_{split}"] = y
   out["num_classes"] = num_classes
   return out

@@ -17,11 +17,9 @@ def make_csbm(*, num_nodes: int = 3000, num_classes: int = 5, num_features: int 
   features = means[labels] + noise * rng.normal(size=(num_nodes, num_features))
   # Upper-triangle Bernoulli draws in row blocks keep memory at O(block * N).
   src, dst = [], []
-  block = 512
-  for start in range(0, num_nodes, block):
-    rows = np.arange(start, min(start + block, num_nodes))
-    same = labels[rows, None] == labels[None, :]
-    prob = np.where(same, p_in, p_out)
+  for start in range(0, num_nodes, 512):
+    rows = np.arange(start, min(start + 512, num_nodes))
+    prob = np.where(labels[rows, None] == labels[None, :], p_in, p_out)
     hit = rng.random(prob.shape) < prob
     hit &= np.arange(num_nodes)[None, :] > rows[:, None]
     i, j = np.nonzero(hit)

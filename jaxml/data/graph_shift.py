@@ -19,14 +19,10 @@ SHIFT_KINDS = ("normal", "bernoulli")
 
 
 def gpn_split(labels: np.ndarray, seed: int, *, train: float = 0.05, val: float = 0.15) -> dict:
-  """Per-class random split; every labelled node lands in exactly one of train/val/test.
-
-  Each class c with n_c nodes gives max(1, round(train·n_c)) train and max(1, round(val·n_c))
-  val nodes; the rest are test nodes. Nodes with label -1 belong to no split.
-  """
+  """Per-class random split: max(1, round(train·n_c)) train and max(1, round(val·n_c)) val nodes of each class c,
+  the rest test; nodes with label -1 belong to no split."""
   rng = np.random.default_rng([seed, 0x5B1])
-  n = labels.shape[0]
-  masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+  masks = {k: np.zeros(labels.shape[0], bool) for k in ("train_mask", "val_mask", "test_mask")}
   for c in np.unique(labels[labels >= 0]):
     idx = rng.permutation(np.flatnonzero(labels == c))
     n_tr = max(1, int(round(train * idx.size)))
@@ -46,8 +42,7 @@ def leave_out_classes(labels: np.ndarray, num_classes: int, masks: dict, *, frac
     raise ValueError(f"leaving out {n_out} of {num_classes} classes is not a valid split")
   k_id = num_classes - n_out
   ood = labels >= k_id
-  new_labels = np.where(ood, -1, labels).astype(np.int32)
-  return {"labels": new_labels, "num_classes": k_id, "ood_mask": ood,
+  return {"labels": np.where(ood, -1, labels).astype(np.int32), "num_classes": k_id, "ood_mask": ood,
           "train_mask": masks["train_mask"] & ~ood, "val_mask": masks["val_mask"] & ~ood,
           "test_mask": masks["test_mask"] & ~ood, "ood_test_mask": masks["test_mask"] & ood}
 
@@ -57,18 +52,13 @@ def select_perturbed(masks: dict, seed: int | np.random.Generator, *, budget: fl
   rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 0x9E7])
   candidates = np.flatnonzero(~masks["train_mask"])
   chosen = rng.choice(candidates, size=int(round(budget * candidates.size)), replace=False)
-  out = np.zeros(masks["train_mask"].shape[0], bool)
-  out[chosen] = True
-  return out
+  return np.isin(np.arange(masks["train_mask"].shape[0]), chosen)
 
 
 def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: int | np.random.Generator, *,
                      scale: float = 1.0, p: float = 0.5) -> np.ndarray:
-  """A copy of `features` with the rows in `nodes` (bool mask or indices) replaced.
-
-  normal: N(0, scale²) entries. bernoulli: Bernoulli(p) entries, each row divided by its sum
-  (an all-zero draw stays zero), matching row-sum-normalised real features.
-  """
+  """A copy of `features` with the rows in `nodes` (bool mask or indices) replaced: normal, N(0, scale²) entries;
+  bernoulli, Bernoulli(p) entries divided by their row sum (as row-normalised real features; zero rows stay)."""
   if kind not in SHIFT_KINDS:
     raise ValueError(f"unknown perturbation {kind!r}; expected one of {SHIFT_KINDS}")
   rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng([seed, 0xFEA])
@@ -76,11 +66,10 @@ def perturb_features(features: np.ndarray, nodes: np.ndarray, kind: str, seed: i
   out = np.array(features, dtype=np.float32, copy=True)
   shape = (idx.size, features.shape[1])
   if kind == "normal":
-    rows = scale * rng.normal(size=shape)
+    out[idx] = (scale * rng.normal(size=shape)).astype(np.float32)
   else:
     rows = (rng.random(shape) < p).astype(np.float64)
-    rows = rows / np.maximum(rows.sum(1, keepdims=True), 1.0)
-  out[idx] = rows.astype(np.float32)
+    out[idx] = (rows / np.maximum(rows.sum(1, keepdims=True), 1.0)).astype(np.float32)
   return out
 
 
@@ -136,8 +125,7 @@ def rewire_shift(*, budget: float = 0.1) -> ShiftFn:
     src, dst = graph["edges"]
     keep = ~(mask[src] | mask[dst])
     hit = mask[src] & (src < dst) | mask[src] & ~mask[dst]       # each undirected edge of a chosen node once
-    new = rng.integers(0, features.shape[0], size=int(hit.sum()))
-    s2, d2 = src[hit], new
+    s2, d2 = src[hit], rng.integers(0, features.shape[0], size=int(hit.sum()))
     edges = np.concatenate([np.stack([src[keep], dst[keep]]), np.stack([s2, d2]), np.stack([d2, s2])], 1)
     return features, dict(graph, edges=edges[:, edges[0] != edges[1]])
 
@@ -149,15 +137,12 @@ SHIFT_BUILDERS = {"scale": scale_shift, "mix": mix_shift, "zero": zero_shift, "r
 
 
 def apply_shift(shift: ShiftFn, features: np.ndarray, graph: dict[str, Any], seed: int) -> dict[str, Any]:
-  """Runs `shift` with a generator seeded by `seed`; checks and returns {features, graph, mask}.
-
-  The caller's arrays are never modified (the shift gets copies).
-  """
+  """Runs `shift` on copies (the caller's arrays stay) with a generator seeded by `seed`; checks and returns
+  {features, graph, mask}."""
   rng = np.random.default_rng([seed, 0x5F1])
   graph_in = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in graph.items()}
   x, g, mask = shift(np.array(features, copy=True), graph_in, rng)
-  n = features.shape[0]
-  mask = np.asarray(mask)
+  n, mask = features.shape[0], np.asarray(mask)
   if mask.dtype != bool or mask.shape != (n,):
     raise ValueError(f"a shift must return a bool mask of shape ({n},), got {mask.dtype} {mask.shape}")
   if np.asarray(x).shape[0] != n:

@@ -9,8 +9,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["PADDING", "OPENERS", "PAD_LEVELS", "NUM_VARIANTS", "HACK_PREFIX", "variant", "inject", "split_by_context",
-           "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats", "response_variants",
-           "sample_injections"]
+           "fit_variants", "variant_arrays", "pair_set", "candidates", "pick_stats", "response_variants"]
 
 PADDING = ("I hope this helps.", "Let me know if you have any other questions.", "Thanks for asking.",
            "Have a nice day.")
@@ -38,8 +37,7 @@ def split_by_context(contexts: Sequence[str], fractions: Sequence[float] = (0.6,
   """Index arrays per split; pairs sharing a dialogue context always land in the same split."""
   unique = sorted(set(contexts))
   order = np.random.default_rng([seed, 17]).permutation(len(unique))
-  bounds = np.cumsum([0] + [int(round(f * len(unique))) for f in fractions[:-1]] + [len(unique)])
-  bounds[-1] = len(unique)
+  bounds = np.append(np.cumsum([0] + [int(round(f * len(unique))) for f in fractions[:-1]]), len(unique))
   group = {unique[j]: k for k in range(len(fractions)) for j in order[bounds[k]:bounds[k + 1]]}
   labels = np.array([group[c] for c in contexts])
   return [np.flatnonzero(labels == k) for k in range(len(fractions))]
@@ -53,19 +51,11 @@ def response_variants(response: str, opener_index: int, openers: Sequence[str] =
 
 
 def _draw(rng: np.random.Generator, n: int, p: float, pad: bool) -> np.ndarray:
-  if not pad:   # opener-only variants (codes 0 and 1)
+  """Variant codes [n], each cue injected with probability p; `pad=False`: opener codes 0 / 1 only."""
+  if not pad:
     return (rng.random(n) < p).astype(int)
   level = np.where(rng.random(n) < p, rng.choice([1, 2], size=n), 0)     # index into PAD_LEVELS
-  opener = (rng.random(n) < p).astype(int)
-  return level * 2 + opener
-
-
-def sample_injections(n: int, p_chosen: float, p_rejected: float, *, seed: int, pad: bool = True
-                      ) -> tuple[np.ndarray, np.ndarray]:
-  """Variant codes [n] for the chosen and the rejected response of n pairs; `pad=False` for
-  data with the opener variants only (e.g. a single fixed prefix, codes 0 = clean, 1 = prefixed)."""
-  rng = np.random.default_rng([seed, 23])
-  return _draw(rng, n, p_chosen, pad), _draw(rng, n, p_rejected, pad)
+  return level * 2 + (rng.random(n) < p).astype(int)                    # + the opener flag
 
 
 def _cut(text: str, offsets, keep: int) -> str:
@@ -78,13 +68,12 @@ def _cut(text: str, offsets, keep: int) -> str:
 def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, max_len: int,
                  prompt_tokens: int = 32, openers: Sequence[str] = OPENERS,
                  pad_levels: Sequence[int] = PAD_LEVELS) -> dict:
-  """Encoder texts of every response variant, cut so that no cue is ever truncated away.
-
-  The last user turn is cut to `prompt_tokens` tokens and the clean response to the budget left after the
-  longest opener and the full padding, so no variant exceeds `max_len` tokens ([CLS] and [SEP] included).
-  `tokenizer`: a `tokenizers.Tokenizer` without truncation; `openers` / `pad_levels` default to the spec's.
-  Returns texts (n * 2 * V strings ordered [pair, side, variant]), tokens int [n, 2, V] (response tokens
-  in the window, the length cue), opener float [n, 2, V], cut bool [n, 2] and overflow (0 by construction)."""
+  """Encoder texts of every response variant, cut so that no cue is ever truncated away: the last user turn
+  to `prompt_tokens` tokens, the clean response to the budget left after the longest opener and the full padding,
+  so no variant exceeds `max_len` tokens ([CLS] and [SEP] included). `tokenizer`: a `tokenizers.Tokenizer`
+  without truncation; `openers` / `pad_levels` default to the spec's. Returns texts (n * 2 * V strings ordered
+  [pair, side, variant]), tokens int [n, 2, V] (response tokens in the window, the length cue), opener float
+  [n, 2, V], cut bool [n, 2] and overflow (0 by construction)."""
   from jaxml.data.text import last_user_turn   # strings only
   enc = lambda xs: tokenizer.encode_batch(list(xs), add_special_tokens=False)  # noqa: E731
   turns = [last_user_turn(p["context"]) for p in pairs]
@@ -105,8 +94,7 @@ def fit_variants(pairs: Sequence[dict], opener_index: np.ndarray, tokenizer, *, 
            for v in response_variants(responses[2 * i + j], int(opener_index[i, j]), openers, pad_levels)]
   num = 2 * len(pad_levels)
   full = np.array([len(e.ids) for e in enc(texts)]).reshape(n, 2, num)
-  seen = np.minimum(full, max_len - 2)
-  tokens = seen - prefix_len[:, None, None]
+  tokens = np.minimum(full, max_len - 2) - prefix_len[:, None, None]
   opener = np.tile(np.array([variant(c, pad_levels)[1] for c in range(num)], np.float64), (n, 2, 1))
   return {"texts": texts, "tokens": tokens, "opener": opener, "cut": cut, "overflow": int(np.sum(full > max_len - 2))}
 
@@ -124,7 +112,8 @@ def pair_set(data: dict, idx: np.ndarray, p_chosen: float, p_rejected: float, *,
              with_cues: bool = False) -> dict[str, np.ndarray]:
   """Pairs of rows `idx` with injections drawn at (p_chosen, p_rejected) (0, 0 = clean);
   h_w, h_l [n, D (+2 with `with_cues`: the cue values appended)], t_w, t_l [n, 2]."""
-  code_w, code_l = sample_injections(len(idx), p_chosen, p_rejected, seed=seed, pad=data["emb"].shape[2] > 2)
+  rng, pad = np.random.default_rng([seed, 23]), data["emb"].shape[2] > 2    # pad: more than the 2 opener variants
+  code_w, code_l = _draw(rng, len(idx), p_chosen, pad), _draw(rng, len(idx), p_rejected, pad)
   out = {"t_w": data["t"][idx, 0, code_w], "t_l": data["t"][idx, 1, code_l]}
   for side, code, key in ((0, code_w, "w"), (1, code_l, "l")):
     h = data["emb"][idx, side, code]
@@ -135,18 +124,16 @@ def pair_set(data: dict, idx: np.ndarray, p_chosen: float, p_rejected: float, *,
 def candidates(data: dict, idx: np.ndarray, *, with_cues: bool = False) -> np.ndarray:
   """Best-of-N candidates per context: every variant of both responses, [P, 2 * V, D (+2)]
   ordered (side, variant)."""
-  h = data["emb"][idx].reshape(len(idx), 2 * data["emb"].shape[2], -1)
-  if with_cues:
-    h = np.concatenate([h, data["t"][idx].reshape(len(idx), 2 * data["emb"].shape[2], -1)], axis=-1)
-  return h
+  shape = (len(idx), 2 * data["emb"].shape[2], -1)
+  h = data["emb"][idx].reshape(shape)
+  return np.concatenate([h, data["t"][idx].reshape(shape)], axis=-1) if with_cues else h
 
 
 def pick_stats(pick: np.ndarray, pad_levels: Sequence[int] = PAD_LEVELS) -> dict[str, float]:
   """Of best-of-N picks (indices into `candidates`): gold win (a variant of the human-chosen
   response), mean padding sentences, opener rate and clean-pick rate. An injection-indifferent
   model scores padding 2, opener 1/2 and clean 1/6 (1/2 with the prefix variants alone)."""
-  num = 2 * len(pad_levels)
-  side, code = np.asarray(pick) // num, np.asarray(pick) % num
+  side, code = np.divmod(np.asarray(pick), 2 * len(pad_levels))
   return {"bon_gold_win": float(np.mean(side == 0)),
           "bon_pad_mean": float(np.mean([variant(c, pad_levels)[0] for c in code])),
           "bon_opener_rate": float(np.mean(code % 2)),

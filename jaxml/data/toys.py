@@ -1,16 +1,12 @@
-"""Seeded numpy generators with known structure for generative-model experiments (no jax).
-
-2-D toys (checkerboard, 8 Gaussians, two moons), Gaussian-process function samples on a grid
-(exact covariance returned), and point clouds sampled from parametric surfaces.
-"""
+"""Seeded numpy generators with known structure for generative-model experiments (no jax): 2-D toys (checkerboard,
+8 Gaussians, two moons), GP function samples on a grid (exact covariance) and point clouds of parametric surfaces."""
 
 from typing import Callable
 
 import numpy as np
 
 __all__ = ["TOY2D", "Target", "checkerboard", "eight_gaussians", "eight_gaussian_centers", "moons", "toy2d",
-           "sample_target", "toy_domain", "standardize", "rbf_kernel", "gp_functions", "SHAPES", "point_clouds",
-           "random_rotations"]
+           "sample_target", "toy_domain", "standardize", "gp_functions", "SHAPES", "point_clouds", "random_rotations"]
 
 TOY2D = ("checkerboard", "8gaussians", "moons")
 
@@ -29,8 +25,7 @@ def eight_gaussian_centers(radius: float = 2.0) -> np.ndarray:
 
 def eight_gaussians(n: int, rng: np.random.Generator, *, radius: float = 2.0, std: float = 0.1) -> np.ndarray:
   """Equal mixture of 8 isotropic Gaussians on a circle: [n, 2] float32."""
-  centers = eight_gaussian_centers(radius)
-  return (centers[rng.integers(0, 8, n)] + std * rng.normal(size=(n, 2))).astype(np.float32)
+  return (eight_gaussian_centers(radius)[rng.integers(0, 8, n)] + std * rng.normal(size=(n, 2))).astype(np.float32)
 
 
 def moons(n: int, rng: np.random.Generator, *, noise: float = 0.05) -> np.ndarray:
@@ -66,8 +61,8 @@ def toy_domain(target: Target, *, num_train: int, num_eval: int, seeds: tuple[in
                ) -> dict:
   """Train, held-out eval and a disjoint real 'floor' set (eval-sized), all standardised by the
   training set's mean and std; the 8-Gaussians toy also gets its (standardised) mode centres and std."""
-  tr, ev, fl = (sample_target(target, n, seed) for n, seed in zip((num_train, num_eval, num_eval), seeds))
-  tr, ev, fl, mean, std = standardize(tr, ev, fl)
+  sizes = (num_train, num_eval, num_eval)
+  tr, ev, fl, mean, std = standardize(*(sample_target(target, n, seed) for n, seed in zip(sizes, seeds)))
   out = {"train": tr, "eval": ev, "floor": fl, "mean": mean, "std": std}
   if isinstance(target, str) and target == "8gaussians":
     out["centers"] = (eight_gaussian_centers() - mean) / std
@@ -82,22 +77,13 @@ def standardize(train: np.ndarray, *others: np.ndarray) -> tuple[np.ndarray, ...
   return tuple(((a - mean) / std).astype(np.float32) for a in (train,) + others) + (mean, std)
 
 
-def rbf_kernel(grid: np.ndarray, lengthscale: float, variance: float = 1.0) -> np.ndarray:
-  d = grid[:, None] - grid[None, :]
-  return variance * np.exp(-0.5 * (d / lengthscale) ** 2)
-
-
 def gp_functions(n: int, rng: np.random.Generator, *, num_points: int = 64, lengthscale: float = 0.1,
                  variance: float = 1.0, jitter: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
-  """Samples of a zero-mean GP with an RBF kernel on a uniform grid of [0, 1].
-
-  Returns:
-    f: [n, num_points] float32, and the exact covariance [num_points, num_points] (with jitter).
-  """
+  """Samples f [n, num_points] float32 of a zero-mean RBF-kernel GP on a uniform grid of [0, 1], and the exact
+  covariance [num_points, num_points] (with jitter)."""
   grid = np.linspace(0.0, 1.0, num_points)
-  cov = rbf_kernel(grid, lengthscale, variance) + jitter * np.eye(num_points)
-  chol = np.linalg.cholesky(cov)
-  return (rng.normal(size=(n, num_points)) @ chol.T).astype(np.float32), cov
+  cov = variance * np.exp(-0.5 * ((grid[:, None] - grid[None, :]) / lengthscale) ** 2) + jitter * np.eye(num_points)
+  return (rng.normal(size=(n, num_points)) @ np.linalg.cholesky(cov).T).astype(np.float32), cov
 
 
 SHAPES = ("sphere", "torus", "cube", "cylinder", "cone")
@@ -107,8 +93,7 @@ def random_rotations(n: int, rng: np.random.Generator) -> np.ndarray:
   """Haar-random rotations [n, 3, 3] (QR of Gaussian matrices, signs fixed, det +1)."""
   q, r = np.linalg.qr(rng.normal(size=(n, 3, 3)))
   q = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
-  det = np.linalg.det(q)
-  q[:, :, 0] *= det[:, None]
+  q[:, :, 0] *= np.linalg.det(q)[:, None]
   return q
 
 
@@ -118,8 +103,7 @@ def _surface(shape: str, m: int, rng: np.random.Generator) -> np.ndarray:
     return p / np.linalg.norm(p, axis=-1, keepdims=True)
   if shape == "torus":  # R = 1, r = 0.35; area-uniform by rejection on the tube angle
     big, small = 1.0, 0.35
-    u = rng.uniform(0, 2 * np.pi, 4 * m)
-    v = rng.uniform(0, 2 * np.pi, 4 * m)
+    u, v = rng.uniform(0, 2 * np.pi, (2, 4 * m))
     keep = rng.uniform(size=4 * m) < (big + small * np.cos(v)) / (big + small)
     u, v = u[keep][:m], v[keep][:m]
     return np.stack([(big + small * np.cos(v)) * np.cos(u), (big + small * np.cos(v)) * np.sin(u),
@@ -135,8 +119,7 @@ def _surface(shape: str, m: int, rng: np.random.Generator) -> np.ndarray:
   if shape == "cone":  # lateral surface, apex at z = 1, base radius 1 at z = -1 (area-uniform)
     h = 1 - np.sqrt(rng.uniform(size=m))
     u = rng.uniform(0, 2 * np.pi, m)
-    rad = 1 - h
-    return np.stack([rad * np.cos(u), rad * np.sin(u), 2 * h - 1], axis=-1)
+    return np.stack([(1 - h) * np.cos(u), (1 - h) * np.sin(u), 2 * h - 1], axis=-1)
   raise ValueError(f"unknown shape {shape!r}; expected one of {SHAPES}")
 
 
@@ -145,7 +128,6 @@ def point_clouds(n: int, rng: np.random.Generator, *, num_points: int = 128,
   """Clouds of `num_points` surface points of a random shape, anisotropically scaled by factors in
   [0.7, 1.3]^3 and randomly rotated. Returns x [n, num_points, 3] float32 and shape labels [n] int32."""
   labels = rng.integers(0, len(shapes), n).astype(np.int32)
-  clouds = np.stack([_surface(shapes[k], num_points, rng) for k in labels])
-  clouds = clouds * rng.uniform(0.7, 1.3, size=(n, 1, 3))
+  clouds = np.stack([_surface(shapes[k], num_points, rng) for k in labels]) * rng.uniform(0.7, 1.3, size=(n, 1, 3))
   clouds = np.einsum("nij,npj->npi", random_rotations(n, rng), clouds)
   return clouds.astype(np.float32), labels

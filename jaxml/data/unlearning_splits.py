@@ -9,11 +9,8 @@ __all__ = ["UnlearningSplit", "class_split", "subclass_split", "random_split", "
 
 
 class UnlearningSplit(NamedTuple):
-  """retain_idx, forget_idx: sorted, disjoint int64 row indices whose union is all rows.
-
-  `y` are the labels to train on (super-labels in the sub-class regime), `forget_classes`
-  the forgotten classes in `y`'s label space (empty unless whole classes are forgotten).
-  """
+  """retain_idx, forget_idx: sorted, disjoint int64 row indices whose union is all rows; `y`: the labels to train
+  on (super-labels in the sub-class regime); `forget_classes`: in `y`'s label space (empty unless whole classes)."""
 
   retain_idx: np.ndarray
   forget_idx: np.ndarray

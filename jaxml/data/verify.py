@@ -59,7 +59,7 @@ def _restore_hint(root: pathlib.Path, rel: str) -> str:
           f"manifest if you changed the file on purpose (`python -m jaxml.data.verify --root={root} --write`)")
 
 
-def _problem(root: pathlib.Path, rel: str, size: int, sha: str, deep: bool = True) -> str | None:
+def _problem(root: pathlib.Path, rel: str, size: int, sha: str) -> str | None:
   """None if `root/rel` matches (size, sha); else one line saying what differs and how to fix it."""
   path = root / rel
   if not path.is_file():
@@ -69,28 +69,21 @@ def _problem(root: pathlib.Path, rel: str, size: int, sha: str, deep: bool = Tru
     what = "truncated" if actual < size else "longer than expected"
     return (f"data file {path} is {what}: {actual} bytes, expected {size} bytes (sha256 {sha[:12]}...); "
             f"{_restore_hint(root, rel)}")
-  if deep:
-    digest = sha256_of(path)
-    if digest != sha:
-      return (f"data file {path} is altered: sha256 {digest[:12]}..., expected {sha[:12]}... ({size} bytes); "
-              f"{_restore_hint(root, rel)}")
+  digest = sha256_of(path)
+  if digest != sha:
+    return (f"data file {path} is altered: sha256 {digest[:12]}..., expected {sha[:12]}... ({size} bytes); "
+            f"{_restore_hint(root, rel)}")
   return None
 
 
 def check_file(root: str | os.PathLike, path: str | os.PathLike) -> None:
-  """Raises DataIntegrityError (one line) if `path` under `root` differs from the root's manifest.
-
-  Files the manifest does not list, and roots without a manifest, pass unchecked.
-  """
+  """Raises DataIntegrityError (one line) if `path` under `root` differs from the root's manifest; files it
+  does not list, and roots without a manifest, pass unchecked."""
   root = pathlib.Path(root)
-  entries = read_manifest(root)
-  if entries is None:
-    return
+  entries = read_manifest(root) or {}
   rel = pathlib.Path(os.path.relpath(pathlib.Path(path), root)).as_posix()
-  if rel in entries:
-    problem = _problem(root, rel, *entries[rel])
-    if problem:
-      raise DataIntegrityError(problem)
+  if rel in entries and (problem := _problem(root, rel, *entries[rel])):
+    raise DataIntegrityError(problem)
 
 
 def verify_root(root: str | os.PathLike) -> tuple[int, list[str]]:
@@ -108,8 +101,8 @@ def verify_root(root: str | os.PathLike) -> tuple[int, list[str]]:
 
 def _listing(root: pathlib.Path) -> list[str]:
   """Every file below root except the manifest and dot-files, as sorted '/'-separated relative paths."""
-  return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                if p.is_file() and p.name != MANIFEST and not any(part.startswith(".") for part in p.relative_to(root).parts))
+  rels = (p.relative_to(root) for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+  return sorted(rel.as_posix() for rel in rels if not any(part.startswith(".") for part in rel.parts))
 
 
 def write_manifest(root: str | os.PathLike) -> int:
