@@ -11,22 +11,11 @@ validate (spec §9.2: 6 CSBM graphs x 8 shifts; chose `config.eviprobe`'s propag
 never a test result). GPN runs as a baseline in every preset but `validate`."""
 
 from configs import common
+from jaxml.eviprobe.defaults import BASELINES as ALL_BASELINES, GRID, GUARD_GRID, MISC_GRID, SPEC_ABLATIONS
 
 PRESETS = ("smoke", "small", "full", "validate", "protocol")
 
-ALL_BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
-                 "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn", "gpn")
-ALL_ABLATIONS = ("A1_latent_only", "A2_output_only", "A3_no_prop", "A3b_tau_only", "A4_classwise", "A5_sym_norm",
-                 "A6_chi2", "A6_conformal", "A6_cosine", "A7_temperature", "A8_z", "A8_q_and_z", "A9_log",
-                 "a0.3", "a0.5", "ours_mi", "ours_neg_log_evidence", "linear")
-# misclassification read-outs (names of jaxml.eviprobe.pipeline.MISC_GRID); chosen on the validation benchmark
-MISC_GRID = tuple(f"misc_{r}" for r in ("u_alea", "class_split", "total_entropy", "expected_entropy", "dissonance",
-                                        "msp"))
-# the propagation grid of spec §9.2 (names defined in jaxml.eviprobe.pipeline.GRID)
-GRID = tuple(f"grid_{r}_a{a}" for r in ("strength", "log", "tau") for a in (0.1, 0.3, 0.5)) + ("grid_none",)
-# the extension's guard grid γ_o x γ_c (names defined in jaxml.eviprobe.pipeline.GUARD_GRID)
-GUARDS = (0.0, 0.02, 0.05, 0.1, 0.2)
-GUARD_GRID = tuple(f"guard_o{o}_c{c}" for o in GUARDS for c in GUARDS if o or c)
+# the baselines, the spec's ablations and the validation grids are named once, in jaxml.eviprobe.defaults
 VALIDATION_SETTINGS = ("loc", "normal", "bernoulli", "scale_up", "scale_down", "mix", "zero", "rewire")
 # validation family (never a test result): CSBM graphs as (seed, classes, features)
 VALIDATION_CSBM = ((11, 5, 64), (12, 7, 32), (13, 4, 128), (14, 6, 48), (15, 8, 96), (16, 3, 64))
@@ -80,18 +69,17 @@ def get_config(arg=None):
   # `:validate` (ties: smaller γ_o, then γ_c) and the better of u_alea / class_split there (docs/methods/eviprobe.md).
   config.extension = dict(own_guard=0.02, centre_guard=0.05, misc_readout="class_split")
   config.baselines = VALIDATION_BASELINES if preset == "validate" else ALL_BASELINES
-  config.ablations = GRID + MISC_GRID + GUARD_GRID if preset == "validate" else ALL_ABLATIONS + MISC_GRID
+  config.ablations = tuple(GRID | MISC_GRID | GUARD_GRID) if preset == "validate" else tuple(SPEC_ABLATIONS | MISC_GRID)
   config.mc_samples = 10
   config.ensemble_size = 5
   config.gnnsafe = dict(steps=2, alpha=0.5)
   config.gkde = dict(sigma=1.0, max_hops=10)
   config.epn = dict(hidden=64, steps={"smoke": 100, "small": 200}.get(preset, 500), lr=0.01, l2=1e-4)
-  # GPN (Stadler et al. 2021) defaults: latent 16, 10 radial layers per class, APPNP K = 10, a = 0.1,
-  # entropy regulariser 1e-4, Adam lr 0.01, weight decay 1e-3; early stopping on validation UCE.
-  # warmup_epochs: flow-only epochs before the full training (GPN's pre_train_mode 'flow', 5 epochs); latent_norm:
-  # batch norm of the latent before the flows (not in GPN's batched-flow model; off).
+  # GPN's (Stadler et al. 2021) defaults, early stopping on validation UCE. warmup_epochs: flow-only epochs first
+  # (GPN's pre_train_mode 'flow'); latent_norm: batch norm of the latent before the flows (not in GPN; off).
   config.gpn = dict(hidden=64, latent=16, flow_layers=10, dropout=0.5, k_prop=10, teleport=0.1, entropy_reg=1e-4,
-                    l2=1e-3, lr=0.01, warmup_epochs=5, latent_norm=False, max_epochs=1000 if spec_training else {"smoke": 30}.get(preset, 300),
+                    l2=1e-3, lr=0.01, warmup_epochs=5, latent_norm=False,
+                    max_epochs=1000 if spec_training else {"smoke": 30}.get(preset, 300),
                     patience=50 if spec_training else {"smoke": 10}.get(preset, 30))
   config.log_every = 100
   config.progress = preset in ("full", "protocol")

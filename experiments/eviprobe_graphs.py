@@ -33,11 +33,10 @@ BASELINES, ABLATIONS, OURS, EXT = pl.BASELINES, pl.ABLATIONS, pl.OURS, pl.EXTENS
 def plan(config, shifts: Mapping[str, graph_shift.ShiftFn] | None = None) -> dict:
   """Validates names and reads every config key (before anything is written); returns the
   sections the package reads as plain dicts."""
-  data = dict(config.data) | {"csbm": dict(config.data.csbm)}
-  variants = tuple(tuple(v) for v in config.data.csbm_variants)
-  data["csbm_variants"] = variants
+  data = dict(config.data) | {"csbm": dict(config.data.csbm),
+                              "csbm_variants": tuple(tuple(v) for v in config.data.csbm_variants)}
   for d in data["datasets"]:
-    common.validate_choice(d, DATASETS + tuple(f"csbm-{i}" for i in range(len(variants))), "dataset")
+    common.validate_choice(d, DATASETS + tuple(f"csbm-{i}" for i in range(len(data["csbm_variants"]))), "dataset")
   if "npz" in data["datasets"] and not data["path"]:
     raise common.ConfigError("dataset 'npz' needs data.path (a gnn-benchmark npz file)")
   common.validate_choice(data["features"], ("dense", "sparse"), "feature format")
@@ -91,10 +90,17 @@ def train_config(config) -> dict:
 def train_backbone(config, model, batch: Mapping[str, np.ndarray], *, seed: int, num_members: int = 1,
                    workdir: str | None = None, name: str = "backbone",
                    writer: core.MetricWriter | None = None) -> tuple[core.TrainResult, Any, Any, float]:
-  """`backbone.train_backbone` with the config's training settings: (result, stacked, member-0 params, seconds)."""
-  return bb.train_backbone(model, batch, train_config(config), l2=float(config.train.l2),
-                           patience=int(config.train.patience), seed=seed, num_members=num_members, workdir=workdir,
-                           name=name, writer=writer, progress=bool(config.progress))
+  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with validation
+  selection; returns (result, stacked params, member-0 params, seconds). Member 0 is the model a single run trains,
+  so the probe's backbone does not depend on the ensemble."""
+  t0 = time.perf_counter()
+  res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
+                   lambda _step: batch, train_config(config), workdir=workdir, seed=seed, name=name, writer=writer,
+                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
+                   select=bb.selection(int(config.train.patience), int(config.train.eval_every)),
+                   shard_batch_rows=False, progress=bool(config.progress))
+  params = bb.member(res.params, 0) if num_members > 1 else res.params
+  return res, res.params, params, time.perf_counter() - t0
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:
@@ -115,14 +121,13 @@ def merge(workdirs: list[str], out: str, baselines: tuple[str, ...]) -> list[dic
   os.makedirs(out, exist_ok=True)
   common.write_json(os.path.join(out, "results.json"), {"experiment": "eviprobe_graphs", "merged_from": list(workdirs),
                                                         "rows": rows})
-  with open(os.path.join(out, "summary.md"), "w") as f:
-    f.write(summarise(rows, out, baselines) + "\n")
+  summarise(rows, out, baselines)
   return rows
 
 
 def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str:
   """Per-cell verdicts of X-EviProbe and the extension, tables per setting, sign tests, calibration, cost, the
-  validation choices; also the bar plot."""
+  validation choices: returned and written to <workdir>/summary.md, with the bar plot."""
   methods = [OURS, EXT, *baselines] + sorted({r["method"] for r in rows} - {OURS, EXT, *baselines})
   settings = tuple(dict.fromkeys(SETTINGS + tuple(sorted({r["dataset"].split(":")[1] for r in rows}))))
   present = [s for s in settings if any(r["dataset"].endswith(":" + s) for r in rows)]
@@ -141,7 +146,10 @@ def summarise(rows: list[dict], workdir: str, baselines: tuple[str, ...]) -> str
       text.append(table + f"\n\nchosen: {best} = {grid[best]}\n")
   common.save_plot(report.bar_panels(rows, panels=present, methods=[OURS, EXT, *baselines], highlight=OURS),
                    workdir, "ood_auroc.png")
-  return "\n".join(text)
+  markdown = "\n".join(text)
+  with open(os.path.join(workdir, "summary.md"), "w") as f:
+    f.write(markdown + "\n")
+  return markdown
 
 
 def _poisoned(config, labels_all, k_all, masks, poison):
@@ -212,10 +220,7 @@ def run(config, workdir: str, shifts: Mapping[str, graph_shift.ShiftFn] | None =
           print(f"[eviprobe_graphs] {cell} split {split}: ours {auc.get(OURS, float('nan')):.3f}, extension "
                 f"{auc.get(EXT, float('nan')):.3f}, best baseline {best[1]} {best[0]:.3f} "
                 f"({time.perf_counter() - t1:.1f}s)", flush=True)
-  text = summarise(rows, workdir, tuple(config.baselines))
-  with open(os.path.join(workdir, "summary.md"), "w") as f:
-    f.write(text + "\n")
-  print(text, flush=True)
+  print(summarise(rows, workdir, tuple(config.baselines)), flush=True)
   return rows
 
 

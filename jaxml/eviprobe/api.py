@@ -1,8 +1,5 @@
-"""Public entry points of X-EviProbe.
-
-The only gradient-trained part is the backbone (and the trained baselines); X-EviProbe itself
-is `fit_probe` + `score`, closed form and jit-able.
-"""
+"""Public entry points of X-EviProbe: only the backbone (and the trained baselines) learn by gradient; X-EviProbe
+itself is `probe.fit_probe` + `probe.score`, closed form and jit-able."""
 
 from typing import Any, Mapping
 

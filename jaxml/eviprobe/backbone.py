@@ -5,7 +5,6 @@ A batch is the whole graph: COO features feat_rows / feat_cols / feat_vals, edge
 (coupled, as torch Adam's weight_decay); early stopping on validation cross-entropy via `core.Selection`."""
 
 import functools
-import time
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -18,23 +17,19 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "selection", "make_forward", "member_keys", "member", "forward", "forward_eval",
-           "ensemble_logits", "mc_logits", "train_backbone", "masked_mean", "l2_penalty"]
+           "selection", "member_keys", "member", "forward", "forward_eval",
+           "ensemble_logits", "mc_logits", "masked_mean", "l2_penalty"]
 
 BACKBONES = ("gcn", "gat", "appnp")
 
 
 def sparse_features(features: np.ndarray, *, bucket: int = 4096) -> dict[str, np.ndarray]:
-  """Dense [N, F] -> COO arrays padded (value 0 at (0, 0)) to a multiple of `bucket` entries.
-
-  Padding keeps the number of compiled shapes small when perturbations change the count.
-  """
+  """Dense [N, F] -> COO arrays padded (value 0 at (0, 0)) to a multiple of `bucket` entries, so that
+  perturbations which change the count compile few shapes."""
   rows, cols = np.nonzero(features)
-  vals = features[rows, cols].astype(np.float32)
-  pad = (-rows.size) % bucket
-  return {"feat_rows": np.concatenate([rows, np.zeros(pad, rows.dtype)]).astype(np.int32),
-          "feat_cols": np.concatenate([cols, np.zeros(pad, cols.dtype)]).astype(np.int32),
-          "feat_vals": np.concatenate([vals, np.zeros(pad, np.float32)])}
+  coo = {"feat_rows": rows.astype(np.int32), "feat_cols": cols.astype(np.int32),
+         "feat_vals": features[rows, cols].astype(np.float32)}
+  return {k: np.concatenate([v, np.zeros((-rows.size) % bucket, v.dtype)]) for k, v in coo.items()}
 
 
 def batch_features(batch: Mapping[str, Any]) -> SparseFeatures | jax.Array:
@@ -79,11 +74,9 @@ def _call(fn: Callable, variables: Any, batch: Mapping[str, Any], **kwargs: Any)
 
 
 def make_backbone_method(model: nn.Module, *, l2: float = 1e-4, num_members: int = 1) -> core.Method:
-  """core.Method for full-batch node classification with masked cross-entropy.
-
-  With `num_members` > 1 the parameters are a stack of independent models (keys from `member_keys`) and the
-  loss is the members' sum, so each trains exactly as alone (a deep ensemble at ~1 model's cost); member 0
-  is the model `num_members=1` trains."""
+  """core.Method for full-batch node classification with masked cross-entropy. With `num_members` > 1 the
+  parameters are a stack of independent models (keys from `member_keys`) and the loss is the members' sum, so each
+  trains exactly as alone (a deep ensemble at ~1 model's cost); member 0 is the model `num_members=1` trains."""
 
   def init_one(rng, batch):
     return _call(model.init, {"params": rng}, batch)
@@ -126,19 +119,18 @@ def member(params: Any, index: int) -> Any:
 
 
 def selection(patience: int, eval_every: int = 1) -> core.Selection:
-  """Early stopping on validation cross-entropy for `core.train`: the best parameters (per member
-  of a stacked ensemble) are kept, and training ends once every member has gone `patience` epochs
-  (checked every `eval_every`) without improving."""
+  """Early stopping on validation cross-entropy for `core.train`: the best parameters (per member of a stacked
+  ensemble) are kept; training ends once every member has gone `patience` epochs (checked every `eval_every`)."""
   return core.Selection("val_ce", "min", every=int(eval_every), patience=-(-int(patience) // int(eval_every)))
 
 
 def forward_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
+  """{logits, q, z} of the whole graph with dropout off; `forward` is its jitted form."""
   return _call(model.apply, params, batch)
 
 
 # Module-level jits keyed on the (hashable) Flax module: equal backbones share compiled code.
 forward = jax.jit(forward_eval, static_argnums=0)
-forward.__doc__ = "forward(model, params, batch) -> {logits, q, z} with dropout off (jitted)."
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -152,25 +144,3 @@ def mc_logits(model: nn.Module, params: Any, batch: Mapping[str, Any], rng: jax.
   """Logits [S, N, K] of `num_samples` forwards with dropout on (jitted)."""
   one = lambda key: _call(model.apply, params, batch, train=True, rngs={"dropout": key})["logits"]  # noqa: E731
   return jax.lax.map(one, jax.random.split(rng, num_samples))
-
-
-def make_forward(model: nn.Module) -> Callable[[Any, Mapping[str, Any]], dict]:
-  """(params, batch) -> {logits, q, z} with dropout off (jitted, shared compile cache)."""
-  return lambda params, batch: forward(model, params, batch)
-
-
-def train_backbone(model: nn.Module, batch: Mapping[str, Any], train_cfg: Mapping[str, Any], *, l2: float,
-                   patience: int, seed: int, num_members: int = 1, workdir: str | None = None,
-                   name: str = "backbone", writer: core.MetricWriter | None = None,
-                   progress: bool = False) -> tuple[core.TrainResult, Any, Any, float]:
-  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with
-  validation selection; `train_cfg` is what core.train reads (its eval_every also paces the selection).
-  Returns (result, stacked params, member-0 params, wall seconds). Member 0 is the model a single run
-  (`num_members` = 1) trains, so the probe's backbone does not depend on the ensemble."""
-  t0 = time.perf_counter()
-  res = core.train(make_backbone_method(model, l2=l2, num_members=num_members), lambda _step: batch, train_cfg,
-                   workdir=workdir, seed=seed, name=name, writer=writer,
-                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
-                   select=selection(patience, int(train_cfg["eval_every"])), shard_batch_rows=False, progress=progress)
-  params = member(res.params, 0) if num_members > 1 else res.params
-  return res, res.params, params, time.perf_counter() - t0

@@ -1,15 +1,5 @@
 """Baselines on the same frozen backbone and split (spec section 5); every scorer returns `ood` [N]
-(higher = more OOD), `misc` [N] (higher = more likely misclassified) and `probs` [N, K].
-
-  MSP / entropy          1 − max p;  H(p)                              (Hendrycks & Gimpel 2017)
-  temperature scaling    the same on softmax(l / T), T fitted on validation NLL (Guo et al. 2017)
-  energy                 −T logsumexp(l / T)                           (Liu et al. 2020)
-  GNNSafe (no reg.)      energy propagated K times: e ← α e + (1 − α) D⁻¹A e (Wu et al. 2023)
-  Mahalanobis            min_c m_ic on q or z with the probe's tied OAS covariance (Lee et al. 2018)
-  GKDE prior             α_ic = 1 + Σ_{j∈L_c} N(hop(i, j); 0, σ), hops cut at 10 (Zhao et al. 2020)
-  MC dropout / ensemble  mean of S softmaxes: 1 − max p̄, mutual information, Σ_c var
-  EPN probe              an MLP on frozen z trained with the UCE loss (Yu et al. 2025)
-"""
+(higher = more OOD), `misc` [N] (higher = more likely misclassified) and `probs` [N, K]."""
 
 import math
 
@@ -18,8 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxml import core
-from jaxml.eviprobe.backbone import l2_penalty, masked_mean
-from jaxml.eviprobe.gpn import dirichlet_entropy, uce_loss
+from jaxml.eviprobe.backbone import l2_penalty
+from jaxml.eviprobe.gpn import uce_loss
 from jaxml.eviprobe.probe import LatentProbe, fit_temperature, sq_mahalanobis_whitened
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import propagate, row_norm_weights
@@ -34,32 +24,33 @@ def _entropy(p: jax.Array) -> jax.Array:
 
 
 def msp(logits: jax.Array) -> dict:
-  """Maximum softmax probability: 1 − max p for both detection tasks."""
+  """Maximum softmax probability (Hendrycks & Gimpel 2017): 1 − max p for both detection tasks."""
   return temperature_scaled(logits, 1.0)
 
 
 def entropy_score(logits: jax.Array) -> dict:
+  """Predictive entropy H(p) (Hendrycks & Gimpel 2017) for both detection tasks."""
   p = jax.nn.softmax(logits, -1)
   h = _entropy(p)
   return {"ood": h, "misc": h, "probs": p}
 
 
 def temperature_scaled(logits: jax.Array, temperature: jax.Array) -> dict:
-  """MSP after temperature scaling (score and probabilities from softmax(l / T))."""
+  """MSP after temperature scaling (Guo et al. 2017; T fitted on validation NLL): scores and probs of softmax(l / T)."""
   p = jax.nn.softmax(logits / temperature, -1)
   u = 1.0 - p.max(-1)
   return {"ood": u, "misc": u, "probs": p}
 
 
 def energy(logits: jax.Array, temperature: float = 1.0) -> dict:
-  """Energy score E = −T logsumexp(l / T) (higher = more OOD), used for both detection tasks."""
+  """Energy score E = −T logsumexp(l / T) (Liu et al. 2020; higher = more OOD), used for both detection tasks."""
   e = -temperature * jax.nn.logsumexp(logits / temperature, -1)
   p = jax.nn.softmax(logits, -1)
   return {"ood": e, "misc": e, "probs": p}
 
 
 def gnnsafe(logits: jax.Array, edges: jax.Array, *, steps: int = 2, alpha: float = 0.5) -> dict:
-  """GNNSafe without regularisation: energy propagated `steps` times with self-weight α."""
+  """GNNSafe without regularisation (Wu et al. 2023): energy propagated `steps` times, e ← α e + (1 − α) D⁻¹A e."""
   n = logits.shape[0]
   s, r, w = row_norm_weights(edges, n, self_loops=False)
   e = -jax.nn.logsumexp(logits, -1)
@@ -78,10 +69,8 @@ def mahalanobis(probe: LatentProbe, latent: jax.Array, logits: jax.Array) -> dic
 
 
 def hop_distances(edges: jax.Array, sources: jax.Array, num_nodes: int, max_hops: int = 10) -> jax.Array:
-  """Shortest-path hop counts [n_sources, N] (max_hops + 1 where farther or unreachable).
-
-  Breadth-first frontiers as `max_hops` sparse propagations of a reachability indicator.
-  """
+  """Shortest-path hop counts [n_sources, N] (max_hops + 1 where farther or unreachable): breadth-first
+  frontiers as `max_hops` sparse propagations of a reachability indicator."""
   reach = jax.nn.one_hot(sources, num_nodes)                         # [S, N]
   dist = jnp.where(reach > 0, 0.0, float(max_hops + 1))
 
@@ -98,7 +87,7 @@ def hop_distances(edges: jax.Array, sources: jax.Array, num_nodes: int, max_hops
 
 def gkde_prior(edges: jax.Array, labels: jax.Array, train_idx: jax.Array, num_classes: int, num_nodes: int,
                logits: jax.Array, *, sigma: float = 1.0, max_hops: int = 10) -> dict:
-  """Graph-kernel Dirichlet prior: α_ic = 1 + Σ_{j ∈ L_c, hop ≤ max_hops} N(hop(i, j); 0, σ²)."""
+  """Graph-kernel Dirichlet prior (Zhao et al. 2020): α_ic = 1 + Σ_{j ∈ L_c, hop ≤ max_hops} N(hop(i, j); 0, σ²)."""
   dist = hop_distances(edges, train_idx, num_nodes, max_hops)        # [N_L, N]
   kern = jnp.where(dist <= max_hops, jnp.exp(-dist ** 2 / (2 * sigma ** 2)) / (sigma * math.sqrt(2 * math.pi)), 0.0)
   alpha = 1.0 + kern.T @ jax.nn.one_hot(labels[train_idx], num_classes)
@@ -108,10 +97,8 @@ def gkde_prior(edges: jax.Array, labels: jax.Array, train_idx: jax.Array, num_cl
 
 
 def sample_average(logits_samples: jax.Array) -> dict:
-  """MC dropout / deep ensemble read-outs from logits [S, N, K].
-
-  ood = 1 − max p̄ (also `mi` = H(p̄) − mean_s H(p_s) and `var` = Σ_c Var_s p_sc); misc = 1 − max p̄.
-  """
+  """MC dropout / deep ensemble read-outs from logits [S, N, K]: ood = misc = 1 − max p̄, probs p̄,
+  `mi` = H(p̄) − mean_s H(p_s) and `var` = Σ_c Var_s p_sc."""
   p = jax.nn.softmax(logits_samples, -1)
   pbar = p.mean(0)
   u = 1.0 - pbar.max(-1)
@@ -131,13 +118,9 @@ class EPNProbe(nn.Module):
     return 1.0 + nn.softplus(MLP((self.hidden, self.num_classes), name="mlp")(z))
 
 
-def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4,
-                    entropy_reg: float = 0.0) -> core.Method:
-  """core.Method for the EPN-style probe; batch = {z [N, d], labels [N], train_mask, val_mask}.
-
-  Loss: UCE = mean_{i∈L} [ψ(α_0) − ψ(α_{i, y_i})] (expected cross-entropy under Dir(α)), minus an
-  optional entropy regulariser, plus (l2 / 2)‖θ‖². EPN-reg's ICE and PCL terms are not used.
-  """
+def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4) -> core.Method:
+  """core.Method for the EPN-style probe (Yu et al. 2025) on batch = {z [N, d], labels [N], train_mask, val_mask}:
+  UCE (`gpn.uce_loss`) + (l2 / 2)‖θ‖²; EPN-reg's entropy, ICE and PCL terms are not used."""
   model = EPNProbe(num_classes, hidden)
 
   def init(rng, batch):
@@ -145,12 +128,8 @@ def make_epn_method(num_classes: int, *, hidden: int = 64, l2: float = 1e-4,
 
   def loss_fn(params, batch, rng):
     del rng
-    alpha = model.apply(params, batch["z"])
-    mask = batch["train_mask"]
-    uce = loss = uce_loss(alpha, batch["labels"], mask)
-    if entropy_reg:
-      loss = loss - entropy_reg * masked_mean(dirichlet_entropy(alpha), mask)
-    return loss + l2_penalty(params, l2), {"uce": uce}
+    uce = uce_loss(model.apply(params, batch["z"]), batch["labels"], batch["train_mask"])
+    return uce + l2_penalty(params, l2), {"uce": uce}
 
   def eval_fn(params, batch):
     return {"val_uce": uce_loss(model.apply(params, batch["z"]), batch["labels"], batch["val_mask"])}

@@ -5,11 +5,9 @@
   log β_ic = log N_c + log q_c(z_i) + ½ d log 4π     (evidence = N_c · density), clamped to [−30, 30]
   β̃ = APPNP(β)  (K_prop steps, teleport a, Â = D̃^{-1/2}(A + I)D̃^{-1/2});  α = 1 + β̃
 Loss on train nodes: UCE = mean_i [ψ(α_i0) − ψ(α_{i y_i})] − λ · mean_i H(Dir(α_i)) + (l2 / 2)‖θ‖².
-Scores: vacuity K / α_0 (OOD) and 1 − ᾱ_ŷ (misclassification).
 
-Options (off reproduces the one-phase model): a flow-only warm-up (`phase="warmup"`, run by
-`pipeline.fit_gpn` for `warmup_epochs`, as Stadler et al.'s pre_train_mode flow), and `latent_norm`
-(batch norm of z before the flows; `latent_stats` freezes the clean graph's statistics).
+Options (off: the one-phase model): a flow-only warm-up (`phase="warmup"`, GPN's pre_train_mode flow) and
+`latent_norm` (batch norm of z before the flows; `latent_stats` freezes the clean graph's statistics).
 
 Radial layer (Rezende & Mohamed 2015), density direction x → f(x):
   f(x) = x + b h(r) (x − x₀),  r = ‖x − x₀‖,  h = 1 / (a + r),  a = softplus(â), b = −a + softplus(b̂)
@@ -80,10 +78,8 @@ class LatentNorm(nn.Module):
 
 
 class GPN(nn.Module):
-  """Encoder MLP -> per-class radial-flow log densities [N, K] (no propagation; see `gpn_alpha`).
-
-  Encoder: h = dropout(ReLU(x W_in + b_in)), z = h W_out + b_out; `x W_in` is the backbones' shared
-  `nn.gnn.FirstLinear` (params `enc_in/kernel` [F, hidden], `enc_bias` [hidden])."""
+  """Encoder MLP -> per-class radial-flow log densities [N, K] (no propagation; see `gpn_alpha`); the encoder's
+  `x W_in` is the backbones' shared `nn.gnn.FirstLinear`."""
 
   num_classes: int
   num_features: int
@@ -134,11 +130,6 @@ MODEL_KEYS = ("hidden", "latent", "flow_layers", "dropout", "k_prop", "teleport"
 FLOW_ONLY_FROZEN = (r"^params/(?!flows/)",)
 
 
-def _hparams(cfg: Mapping[str, Any]) -> dict:
-  return dict(hidden=int(cfg["hidden"]), latent=int(cfg["latent"]), layers=int(cfg["flow_layers"]),
-              dropout=float(cfg["dropout"]), latent_norm=bool(cfg["latent_norm"]))
-
-
 def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int, *,
                     phase: str = "full") -> tuple[core.Method, GPN]:
   """core.Method for GPN on a full-graph batch (features, edges, labels, train_mask, val_mask and
@@ -146,7 +137,8 @@ def make_gpn_method(cfg: Mapping[str, Any], num_features: int, num_classes: int,
   and `val_acc`. phase "warmup": only the flows train (`frozen`), loss without the l2 term."""
   if phase not in ("full", "warmup"):
     raise ValueError(f"unknown GPN phase {phase!r}; expected 'full' or 'warmup'")
-  model = GPN(num_classes, num_features, **_hparams(cfg))
+  model = GPN(num_classes, num_features, hidden=int(cfg["hidden"]), latent=int(cfg["latent"]),
+              layers=int(cfg["flow_layers"]), dropout=float(cfg["dropout"]), latent_norm=bool(cfg["latent_norm"]))
   lam, l2 = float(cfg["entropy_reg"]), (float(cfg["l2"]) if phase == "full" else 0.0)
   prop = dict(latent=int(cfg["latent"]), teleport=float(cfg["teleport"]), k_prop=int(cfg["k_prop"]))
 

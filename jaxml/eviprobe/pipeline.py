@@ -21,41 +21,16 @@ from jaxml.eviprobe import baselines as bl
 from jaxml.eviprobe import gpn as gpn_lib
 from jaxml.eviprobe import probe
 from jaxml.eviprobe.api import probe_config
+from jaxml.eviprobe.defaults import ABLATIONS, BASELINES, GRID, GUARD_GRID, MISC_GRID
 from jaxml.metrics import calibration, ood
 
-__all__ = ["OURS", "EXTENSION", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS", "ISOLATED_METHODS",
-           "Fitted", "probe_configs", "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS", "score_all",
-           "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
+__all__ = ["OURS", "EXTENSION", "GRID", "GUARD_GRID", "BASELINES", "ABLATIONS", "READOUT_VARIANTS",
+           "ISOLATED_METHODS", "Fitted", "probe_configs", "fit_posthoc", "fit_epn", "fit_gpn", "GPN_TRAIN_KEYS",
+           "score_all", "isolated_scores", "metrics_for", "aurc", "timed", "MISC_GRID"]
 
 OURS = "xeviprobe"
 # X-EviProbe with the two-sided own-evidence guard (probe module docstring): the extension beyond the paper
 EXTENSION = "xeviprobe_guard"
-BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "maha_z", "gkde",
-             "mc_dropout", "mc_dropout_mi", "ensemble", "ensemble_var", "epn", "gpn")
-# Propagation grid chosen on the CSBM validation benchmark (spec §9.2; `configs/eviprobe_graphs.py:validate`):
-# rule x teleport a; 'none' does not depend on a. 'strength' is the spec's linear rule.
-GRID_RULES = ("strength", "log", "tau")
-GRID_TELEPORTS = (0.1, 0.3, 0.5)
-GRID: dict[str, dict] = {f"grid_{r}_a{a}": dict(propagation=r, teleport=a) for r in GRID_RULES for a in GRID_TELEPORTS}
-GRID["grid_none"] = dict(propagation="none")
-# misclassification read-out rows (chosen on the same validation benchmark; `experiments.eviprobe_graphs.misc_choice`):
-# X-EviProbe with only `misc_readout` changed, so their OOD scores equal OURS's
-MISC_GRID: dict[str, dict] = {f"misc_{r}": dict(misc_readout=r) for r in probe.MISC_READOUTS}
-# the extension's guards γ_o (own, too far) x γ_c (centre, too close), chosen on the same validation benchmark
-GUARD_VALUES = (0.0, 0.02, 0.05, 0.1, 0.2)
-GUARD_GRID: dict[str, dict] = {f"guard_o{o}_c{c}": dict(own_guard=o, centre_guard=c)
-                               for o in GUARD_VALUES for c in GUARD_VALUES if o or c}
-# ablation name -> ProbeConfig overrides (spec A1-A9, teleport sweep) or a read-out variant
-ABLATIONS: dict[str, dict] = {
-    "A1_latent_only": dict(fusion="latent"), "A2_output_only": dict(fusion="output"),
-    "A3_no_prop": dict(propagation="none"), "A3b_tau_only": dict(propagation="tau"),
-    "A4_classwise": dict(propagation="classwise"), "A5_sym_norm": dict(norm="sym"),
-    "A6_chi2": dict(typicality="chi2"), "A6_conformal": dict(typicality="conformal"),
-    "A6_cosine": dict(typicality="cosine"), "A7_temperature": dict(temperature=True),
-    "A8_z": dict(latent="z"), "A8_q_and_z": dict(latent="both"), "A9_log": dict(propagation="log"),
-    "a0.3": dict(teleport=0.3), "a0.5": dict(teleport=0.5), "ours_mi": {}, "ours_neg_log_evidence": {},
-    "linear": dict(propagation="strength", teleport=0.1),   # the spec's §2 rule, kept as an ablation
-} | GRID | MISC_GRID | GUARD_GRID
 READOUT_VARIANTS = {"ours_mi": "mutual_info", "ours_neg_log_evidence": "neg_log_evidence"}
 ISOLATED_METHODS = (OURS, EXTENSION, "A3_no_prop", "A3b_tau_only", "linear", "msp", "energy", "gnnsafe", "maha_q", "gpn")
 
@@ -133,7 +108,6 @@ def fit_epn(config: Mapping[str, Any], z: np.ndarray, labels: np.ndarray, train_
   return res.state.params, time.perf_counter() - t0
 
 
-# Training keys of the `gpn` section (the model keys are `gpn.MODEL_KEYS`).
 GPN_TRAIN_KEYS = ("lr", "max_epochs", "patience", "warmup_epochs")
 
 
@@ -146,10 +120,9 @@ def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: i
   core.reject_unknown(g, gpn_lib.MODEL_KEYS + GPN_TRAIN_KEYS, "gpn")
   labels = np.asarray(batch["labels"])
   counts = np.bincount(labels[np.asarray(batch["train_mask"]) > 0], minlength=num_classes).astype(np.float32)
-  feats = {k: v for k, v in batch.items() if k in ("x", "feat_rows", "feat_cols", "feat_vals")}
   method, model = gpn_lib.make_gpn_method(g, num_features, num_classes)
-  gb = dict(feats, edges=np.asarray(batch["edges"]), labels=labels, train_mask=np.asarray(batch["train_mask"]),
-            val_mask=np.asarray(batch["val_mask"]), class_counts=counts)
+  keep = ("x", "feat_rows", "feat_cols", "feat_vals", "edges", "train_mask", "val_mask")
+  gb = {k: np.asarray(v) for k, v in batch.items() if k in keep} | dict(labels=labels, class_counts=counts)
   epochs, warmup = int(g["max_epochs"]), int(g["warmup_epochs"])
   optim = {"name": "adam", "lr": float(g["lr"])}
   t0 = time.perf_counter()
@@ -158,11 +131,9 @@ def fit_gpn(config: Mapping[str, Any], batch: Mapping[str, Any], num_features: i
     warm, _ = gpn_lib.make_gpn_method(g, num_features, num_classes, phase="warmup")
     init_params = core.train(warm, lambda _s: gb, {"optim": optim, "num_steps": warmup, "log_every": warmup},
                              seed=seed + 31, shard_batch_rows=False, name="gpn_warmup", progress=False).params
-  train_cfg = {"optim": optim, "num_steps": epochs, "eval_every": 1, "log_every": epochs}
-  res = core.train(method, lambda _s: gb, train_cfg, seed=seed + 31, eval_batches=[gb], shard_batch_rows=False,
-                   init_params=init_params, select=core.Selection("val_uce", "min", every=1,
-                                                                  patience=int(g["patience"])),
-                   name="gpn", progress=False)
+  res = core.train(method, lambda _s: gb, {"optim": optim, "num_steps": epochs, "eval_every": 1, "log_every": epochs},
+                   seed=seed + 31, eval_batches=[gb], shard_batch_rows=False, init_params=init_params, name="gpn",
+                   select=core.Selection("val_uce", "min", every=1, patience=int(g["patience"])), progress=False)
   params = gpn_lib.latent_stats(model, res.params, gb)
   secs = time.perf_counter() - t0
   val = method.eval_fn(res.params, gb)
@@ -198,15 +169,13 @@ def fit_posthoc(config: Mapping[str, Any], model, params, batch: Mapping[str, An
   cost["maha_z"] = {"fit_s": secs}
   cost["maha_q"] = {"fit_s": cost[OURS]["fit_s"]}
   edges = np.asarray(batch["edges"])
-  gkde = None
+  gkde = epn = gpn = None
   if "gkde" in baselines:
     gkde, secs = timed(lambda: _gkde_fit(config, edges, labels, train_idx, num_classes, out["logits"]))
     cost["gkde"] = {"fit_s": secs}
-  epn = None
   if "epn" in baselines:
     epn, secs = fit_epn(config, np.asarray(out["z"]), labels, train_idx, val_idx, num_classes, seed)
     cost["epn"] = {"train_s": secs}
-  gpn = None
   if "gpn" in baselines:
     gpn, secs, info = fit_gpn(config, batch, int(model.num_features), num_classes, seed)
     cost["gpn"] = {"train_s": secs} | info   # GPN's selection metrics on validation ride along with its cost
@@ -220,8 +189,7 @@ def _simple_scorers(config: Mapping[str, Any], fitted: Fitted, out: Mapping[str,
   logits, gs = out["logits"], dict(config["gnnsafe"])
   return {
       "msp": lambda: bl.msp(logits), "entropy": lambda: bl.entropy_score(logits),
-      "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature),
-      "energy": lambda: bl.energy(logits),
+      "temp_scaling": lambda: bl.temperature_scaled(logits, fitted.temperature), "energy": lambda: bl.energy(logits),
       "gnnsafe": lambda: _gnnsafe(logits, edges, steps=int(gs["steps"]), alpha=float(gs["alpha"])),
       "maha_q": lambda: bl.mahalanobis(fitted.probe[OURS].latents[0], out["q"], logits),
       "maha_z": lambda: bl.mahalanobis(fitted.maha_z, out["z"], logits),
@@ -291,8 +259,7 @@ def score_all(config: Mapping[str, Any], fitted: Fitted, model, params, batch: M
     samples, secs = timed(fn)
     s = _np(bl.sample_average(samples))
     both = _row(s, s["probs"].argmax(-1))
-    res[name] = (both, secs)
-    res[f"{name}_{second}"] = (both | {"ood": s[second]}, secs)
+    res[name], res[f"{name}_{second}"] = (both, secs), (both | {"ood": s[second]}, secs)
   return {m: v for m, v in res.items() if m in (OURS, EXTENSION, *baselines, *config["ablations"])}
 
 
@@ -305,9 +272,8 @@ def _safe(fn, *args) -> float:
 
 def aurc(uncertainty: np.ndarray, wrong: np.ndarray) -> float:
   """Area under the risk-coverage curve: keep the k most certain nodes, risk_k = errors among them / k,
-  AURC = mean_k risk_k (k = 1..n). It scores a method's own predictions and ranking together, so models with
-  different predictions (GPN vs a frozen backbone) compare on one footing; lower is better. Tied
-  uncertainties are averaged over their block (order-free)."""
+  AURC = mean_k risk_k (k = 1..n); lower is better. It scores a method's own predictions and ranking together, so
+  GPN and a frozen backbone compare on one footing; tied uncertainties share their mean error (order-free)."""
   u, w = np.asarray(uncertainty, np.float64), np.asarray(wrong, np.float64)
   if u.size == 0:
     raise ValueError("aurc needs at least one node")
@@ -347,10 +313,8 @@ def isolated_scores(config: Mapping[str, Any], fitted: Fitted, model, params, ba
   per node, all in one jitted `lax.map`); needs dense features `batch['x']`. Also returns wall_s."""
   if "x" not in batch:
     raise ValueError("isolated settings need dense features (batch['x'])")
-  e = jnp.asarray(batch["edges"])
-  cfgs = fitted.cfgs
-  baselines = tuple(config["baselines"])
-  methods = [m for m in ISOLATED_METHODS if m in cfgs or m in baselines]
+  e, cfgs = jnp.asarray(batch["edges"]), fitted.cfgs
+  methods = [m for m in ISOLATED_METHODS if m in cfgs or m in config["baselines"]]
   x0 = jnp.asarray(batch["x"])
 
   def one(args):

@@ -13,12 +13,9 @@ Score (any graph, possibly shifted):
   α_ic = 1 + Ẽ_i r_ic
 then `readouts.dirichlet_readouts`. Ablations (spec A1–A9) are fields of `ProbeConfig`.
 
-Own-evidence guard (`own_guard` γ_o, `centre_guard` γ_c > 0; beyond the paper): propagation lets a lone corrupted
-node borrow its neighbours' strength, and in high dimension a node at the data centre looks *more* typical than
-real nodes. Two node-own distances, each calibrated on V by a log-normal fit of its log:
-  f_i = min_c s_c m_ic / d                     too far from every class centre (upper tail)
-  g_i = ‖W(q_i − q̄)‖² / d, q̄ the train mean   too close to the data centre (lower tail)
-  Ẽ_i ← Ẽ_i · min(1, Φ(−(log f_i − m_f) / s_f) / γ_o) · min(1, Φ((log g_i − m_g) / s_g) / γ_c);  γ = 0: off.
+Own-evidence guard (`own_guard` γ_o, `centre_guard` γ_c > 0; beyond the paper; docs/methods/eviprobe.md): Ẽ_i
+shrinks where node i's own latent is too far from every class centre (f_i = min_c s_c m_ic / d) or too close to
+the train mean q̄ (g_i = ‖W(q_i − q̄)‖² / d), each a log-normal tail fitted on V;  γ = 0: off.
 """
 
 from typing import NamedTuple
@@ -117,11 +114,7 @@ def tied_scatter(x: jax.Array, onehot: jax.Array, mu: jax.Array) -> jax.Array:
 
 
 def oas_shrink(emp_cov: jax.Array, n_samples: int | jax.Array) -> tuple[jax.Array, jax.Array]:
-  """Oracle-approximating shrinkage towards (tr C / d) I, in scikit-learn's form.
-
-  ρ = min(1, (mean(C²) + μ²) / ((n + 1)(mean(C²) − μ²/d))), μ = tr C / d.
-  Returns (shrunk covariance, ρ).
-  """
+  """Oracle-approximating shrinkage towards (tr C / d) I, in scikit-learn's form: (shrunk covariance, ρ)."""
   d = emp_cov.shape[0]
   mu = jnp.trace(emp_cov) / d
   alpha = jnp.mean(emp_cov ** 2)
@@ -259,10 +252,8 @@ def _operator(edges: jax.Array, num_nodes: int, norm: str):
 
 
 def propagate_scalar(s: jax.Array, edges: jax.Array, *, teleport: float, steps: int, norm: str = "row") -> jax.Array:
-  """Personalised PageRank: x^{(0)} = s, x^{(k+1)} = (1 − a) M x^{(k)} + a s, `steps` times.
-
-  s: [N] or [N, K]; M = D̃⁻¹(A + I) ('row') or Â ('sym'). a = 1 returns s exactly.
-  """
+  """Personalised PageRank x^{(k+1)} = (1 − a) M x^{(k)} + a s from x^{(0)} = s, `steps` times; s [N] or [N, K],
+  M = D̃⁻¹(A + I) ('row') or Â ('sym'). a = 1 returns s exactly."""
   n = s.shape[0]
   send, recv, w = _operator(edges, n, norm)
 

@@ -41,13 +41,6 @@ def dirichlet_readouts(alpha: jax.Array, pred: jax.Array) -> dict:
   mean = alpha / a0[:, None]
   eh = expected_entropy(alpha)
   total = -jnp.sum(mean * jnp.log(jnp.maximum(mean, 1e-30)), -1)
-  return {
-      "alpha0": a0,
-      "mean_probs": mean,
-      "u_epi": k / a0,
-      "u_alea": 1.0 - jnp.take_along_axis(mean, pred[:, None], -1)[:, 0],
-      "expected_entropy": eh,
-      "total_entropy": total,
-      "mutual_info": total - eh,
-      "dissonance": dissonance(alpha),
-  }
+  return {"alpha0": a0, "mean_probs": mean, "u_epi": k / a0,
+          "u_alea": 1.0 - jnp.take_along_axis(mean, pred[:, None], -1)[:, 0], "expected_entropy": eh,
+          "total_entropy": total, "mutual_info": total - eh, "dissonance": dissonance(alpha)}

@@ -10,7 +10,7 @@ from typing import Mapping
 import numpy as np
 
 from jaxml.eviprobe import pipeline as pl
-from jaxml.metrics import markdown_table, ood, paired_values, std_err, wilcoxon_paired
+from jaxml.metrics import finite_values, markdown_table, ood, paired_values, std_err, wilcoxon_paired
 
 __all__ = ["scored_rows", "isolated_rows", "rank", "validation_choice", "misc_choice", "guard_choice", "paired",
            "cell_verdict"]
@@ -47,9 +47,8 @@ def isolated_rows(iso: Mapping[str, dict], clean: Mapping[str, tuple[dict, float
 
 
 def _mean(rows, method, metric, cell_suffix=None) -> float:
-  v = [r["metrics"].get(metric) for r in rows
-       if r["method"] == method and (cell_suffix is None or r["dataset"].endswith(":" + cell_suffix))]
-  v = [x for x in v if x is not None and np.isfinite(x)]
+  v = finite_values(r["metrics"].get(metric) for r in rows
+                    if r["method"] == method and (cell_suffix is None or r["dataset"].endswith(":" + cell_suffix)))
   return float(np.mean(v)) if v else float("nan")
 
 

@@ -34,7 +34,7 @@ def _train(graph, labels, masks, num_classes, workdir):
 
 
 def _probe(model, batch, params, labels, masks):
-  out = bb.make_forward(model)(params, batch)
+  out = bb.forward(model, params, batch)
   st = probe.fit_probe(out["q"], out["z"], out["logits"], jnp.asarray(labels), jnp.flatnonzero(masks["train_mask"]),
                        jnp.flatnonzero(masks["val_mask"]))
   return st, out
@@ -62,7 +62,7 @@ def test_held_out_block(graph, tmp_path):
   # a rerun resumes from the checkpoint and selects the same parameters
   again = _fit(model, batch, str(tmp_path / "ck"))
   assert again.resumed_from is not None
-  np.testing.assert_array_equal(bb.make_forward(model)(again.params, batch)["logits"], out["logits"])
+  np.testing.assert_array_equal(bb.forward(model, again.params, batch)["logits"], out["logits"])
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def noisy(graph, tmp_path_factory):
   st, _ = _probe(model, batch, params, graph["labels"], masks)
   nodes = gs.select_perturbed(masks, seed=0)
   x = gs.perturb_features(graph["features"], nodes, "normal", seed=0, scale=5.0 * graph["features"].std())
-  out = bb.make_forward(model)(params, dict(batch, x=x))
+  out = bb.forward(model, params, dict(batch, x=x))
   test = masks["test_mask"]
   auc_msp = ood.auroc(np.asarray(baselines.msp(out["logits"])["ood"])[test], nodes[test])
   return st, out, nodes[test], test, auc_msp, (model, batch, params, nodes)
@@ -108,7 +108,7 @@ def test_centre_guard_flags_zeroed_rows(graph, noisy):
   st, _, is_ood, test, _, (model, batch, params, nodes) = noisy
   x = np.array(graph["features"], copy=True)
   x[nodes] = 0.0
-  out = bb.make_forward(model)(params, dict(batch, x=x))
+  out = bb.forward(model, params, dict(batch, x=x))
   ext = dict(cfg_module.get_config("smoke").extension)
   aucs = {}
   for name, config in (("paper", ProbeConfig(teleport=0.5)),
