@@ -47,15 +47,10 @@ class _Stepper:
 
 def main() -> None:
   ap = argparse.ArgumentParser()
-  ap.add_argument("--features", type=int, default=8)
-  ap.add_argument("--classes", type=int, default=10)
-  ap.add_argument("--bases", type=int, default=64)
-  ap.add_argument("--train_rows", type=int, default=5000)
-  ap.add_argument("--steps_per_dispatch", type=int, default=50)
-  ap.add_argument("--rounds", type=int, default=30)
-  ap.add_argument("--refresh_every", type=int, default=100)
-  ap.add_argument("--relabel_every", type=int, default=200)
-  ap.add_argument("--relabel_start", type=int, default=1000)
+  for flag, default in (("features", 8), ("classes", 10), ("bases", 64), ("train_rows", 5000),
+                        ("steps_per_dispatch", 50), ("rounds", 30), ("refresh_every", 100), ("relabel_every", 200),
+                        ("relabel_start", 1000)):
+    ap.add_argument(f"--{flag}", type=int, default=default)
   ap.add_argument("--backbone", default="mlp", choices=("mlp", "cnn"), help="cnn: 28x28 CountDots-sized inputs")
   args = ap.parse_args()
   rng = np.random.default_rng(0)
@@ -76,8 +71,7 @@ def main() -> None:
   plain_pairs = sol.make_pair_batches(x, sol.LabelBook(y), b, seed=0, tau=s["tau"], block=args.refresh_every)
   in_step_host, in_step = _cpu_ms(lambda: [plain_pairs(i) for i in range(host_steps)], n=host_steps)
   ce_host, ce_list = _cpu_ms(lambda: [ce_batches(i) for i in range(host_steps)], n=host_steps)
-  params = sol_l.method.init(jax.random.key(0), sol_list[0])
-  refresh = sol_l.refresh
+  params, refresh = sol_l.method.init(jax.random.key(0), sol_list[0]), sol_l.refresh
   xv, yv = jnp.asarray(x[:256]), jnp.asarray(y[:256])
   extra = sol.init_extra(settings, params, x, y, refresh, x[:256], y[:256])
   ce_l = sol.make_learner("ce", settings)

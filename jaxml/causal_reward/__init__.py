@@ -7,8 +7,7 @@
 """
 
 from jaxml.causal_reward.api import (ADV_MODES, FACTORED_KINDS, KINDS, WEIGHTS, authors_config, default_config,
-                                     make_factor_fn,
-                                     make_method, make_optimizer, make_reward_fn, resolve)
+                                     make_factor_fn, make_method, make_optimizer, make_reward_fn, resolve)
 from jaxml.causal_reward import evaluate
 from jaxml.causal_reward.baselines import cue_rule_accuracy
 from jaxml.causal_reward.bon import best_of_n, fit_gao, kl_bon, powers_of_two

@@ -103,10 +103,8 @@ def _cues(batch) -> jax.Array:
 
 
 def _alternating_term(params, z_n: jax.Array, b: int, label, cfg, t: jax.Array | None) -> jax.Array:
-  """Encoder loss against an adversary trained `adv_steps` SGD steps on the frozen z_n.
-
-  The encoder minimises the adversary's confusion loss BT(a_w, a_l; 1/2), making its preference
-  uninformative (maximising the adversary's loss would reward confidently wrong predictions)."""
+  """Encoder loss against an adversary trained `adv_steps` SGD steps on the frozen z_n: its confusion loss
+  BT(a_w, a_l; 1/2), which makes its preference uninformative (maximising its loss would reward wrong guesses)."""
   adv = adversary_mlp(cfg["adv_hidden"])
   theta = jax.lax.stop_gradient(params["params"]["adversary"])
   z_frozen = jax.lax.stop_gradient(z_n)
@@ -168,11 +166,8 @@ def _factored_loss(module, cfg):
 
 
 def _authors_loss(module, cfg):
-  """The authors' objective (their `crm_trainer.py`, schedules off):
-
-      L = BT(r_w, r_l) + adv_weight BT(a_w, a_l) + rec ||h - h^||^2 / D
-          + beta_c KL(q(z_c | h) || N(0, I)) + beta_n KL(q(z_n | h) || N(0, I)),  a = w_a^T GRL(z_n)
-  """
+  """The authors' objective (their `crm_trainer.py`, schedules off): L = BT(r_w, r_l) + adv_weight BT(a_w, a_l)
+  + rec ||h - h^||^2 / D + beta_c KL(q(z_c | h) || N(0, I)) + beta_n KL(q(z_n | h) || N(0, I)), a = w_a^T GRL(z_n)."""
 
   def loss_fn(params, batch, rng):
     h, b, label, w, lam = _pair_inputs(batch, cfg)
@@ -221,27 +216,21 @@ def _baseline_loss(module, cfg):
 
 
 def make_method(config: Mapping[str, Any]) -> core.Method:
-  """`core.Method(init, loss_fn, eval_fn)` for `config["kind"]` (see `KINDS`).
-
-  init(rng, example_batch) -> params; eval_fn(params, batch) -> {"acc", "bt"} on the batch's
-  pairs using the inference reward.
-  """
+  """`core.Method(init, loss_fn, eval_fn)` for `config["kind"]` (see `KINDS`); eval_fn(params, batch) -> {"acc",
+  "bt"} on the batch's pairs using the inference reward."""
   cfg = resolve(config)
-  module = _module(cfg)
-  reward = make_reward_fn(cfg)
+  module, reward, kind = _module(cfg), make_reward_fn(cfg), cfg["kind"]
 
   def init(rng, example_batch):
     h = example_batch["h_w"][:2]
-    if cfg["kind"] in FACTORED_KINDS:
+    if kind in FACTORED_KINDS:
       return module.init(rng, h, 0.0)
-    if cfg["kind"] == "covariate":
+    if kind == "covariate":
       return module.init(rng, h, jnp.zeros((h.shape[0], cfg["num_cues"]), h.dtype))
     return module.init(rng, h)
 
-  if cfg["kind"] == "crm_authors":
-    loss_fn = _authors_loss(module, cfg)
-  else:
-    loss_fn = _factored_loss(module, cfg) if cfg["kind"] in FACTORED_KINDS else _baseline_loss(module, cfg)
+  loss_fn = (_authors_loss if kind == "crm_authors" else _factored_loss if kind in FACTORED_KINDS
+             else _baseline_loss)(module, cfg)
 
   def eval_fn(params, batch):
     r_w, r_l = reward(params, batch["h_w"]), reward(params, batch["h_l"])

@@ -7,8 +7,7 @@
     B3 VIB       z ~ N(mu(h), diag s(h)^2), r = Dense(1)(z); BT + beta KL(q || N(0, I)); inference at mu
     B4 RRM       BT plus in-batch augmented pairs (approximate re-implementation, see `rrm_loss_terms`)
     B5 oracle    B0 trained on unbiased labels (a data choice, made by the caller)
-    B6 cue rules `cue_rule_accuracy` (numpy)
-"""
+    B6 cue rules `cue_rule_accuracy` (numpy)"""
 
 import flax.linen as nn
 import jax
@@ -64,10 +63,8 @@ class OdinRM(nn.Module):
 
 
 class VibRM(nn.Module):
-  """InfoRM-style variational bottleneck: returns (r [N], mu [N, k], logvar [N, k]).
-
-  z is sampled when `rng` is given (training), else z = mu (inference).
-  """
+  """InfoRM-style variational bottleneck: returns (r [N], mu [N, k], logvar [N, k]); z is sampled when `rng` is
+  given (training), else z = mu (inference)."""
 
   latent: int = 16
   trunk_hidden: int = 128

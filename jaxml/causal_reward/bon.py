@@ -32,12 +32,11 @@ def best_of_n(proxy: np.ndarray, values: Mapping[str, np.ndarray], ns: Sequence[
   for n in ns:
     if m % n:
       raise ValueError(f"N={n} does not divide the {m} candidates per prompt")
-    g = m // n
-    grouped = proxy.reshape(p, g, n)
+    grouped = proxy.reshape(p, m // n, n)
     pick = np.argmax(grouped, axis=-1)[..., None]
     out["proxy"].append(float(np.mean(np.take_along_axis(grouped, pick, axis=-1))))
     for name, v in values.items():
-      vg = np.asarray(v, np.float64).reshape(p, g, n)
+      vg = np.asarray(v, np.float64).reshape(p, m // n, n)
       out[name].append(float(np.mean(np.take_along_axis(vg, pick, axis=-1))))
   return {**{k: np.asarray(v) for k, v in out.items()}, "n": np.asarray(ns), "kl": kl_bon(ns)}
 

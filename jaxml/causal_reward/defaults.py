@@ -1,8 +1,6 @@
-"""The spec's model and loss defaults of every causal reward model: plain data, no jax.
-
-The one source of these values: `api.resolve` fills missing keys from here and `configs/causal_reward.py`
-builds its `causal_reward` section from here (configs may import a method's `defaults` module only).
-"""
+"""The spec's model and loss defaults of every causal reward model: plain data, no jax. The one source of these
+values: `api.resolve` fills missing keys from here and `configs/causal_reward.py` builds its `causal_reward`
+section from here (configs may import a method's `defaults` module only)."""
 
 from typing import Any
 

@@ -16,8 +16,7 @@ import numpy as np
 from jaxml import core
 from jaxml.nn.bert import SentenceEncoder
 
-__all__ = ["weights_path", "load_minilm_params", "make_encode_fn", "embed_token_ids", "embed_texts",
-           "cache_key"]
+__all__ = ["weights_path", "load_minilm_params", "embed_token_ids", "embed_texts", "cache_key"]
 
 _LAYER_MAP = {
     "attention.self.query": "attention/query", "attention.self.key": "attention/key",
@@ -44,7 +43,7 @@ def _set(tree: dict, path: str, value: np.ndarray) -> None:
   tree[leaf] = value
 
 
-def load_minilm_params(path: str | os.PathLike | None = None, module: SentenceEncoder | None = None) -> dict:
+def load_minilm_params(path: str | os.PathLike | None = None) -> dict:
   """Reads the safetensors checkpoint into Linen params for `SentenceEncoder`; checks every shape."""
   from safetensors.numpy import load_file
   tensors = load_file(str(path or weights_path()))
@@ -68,8 +67,8 @@ def load_minilm_params(path: str | os.PathLike | None = None, module: SentenceEn
     else:
       _set(bert, f"{target}/{'kernel' if leaf == 'weight' else 'bias'}", value.T if leaf == "weight" else value)
   params = {"params": {"bert": bert}}
-  module = module or SentenceEncoder()
-  expected = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, 4), jnp.int32), jnp.ones((1, 4), jnp.int32))
+  ids = jnp.zeros((1, 4), jnp.int32)
+  expected = jax.eval_shape(SentenceEncoder().init, jax.random.key(0), ids, ids + 1)
   exp_flat = {jax.tree_util.keystr(k): v.shape for k, v in jax.tree_util.tree_leaves_with_path(expected)}
   got_flat = {jax.tree_util.keystr(k): np.shape(v) for k, v in jax.tree_util.tree_leaves_with_path(params)}
   if exp_flat != got_flat:
@@ -79,17 +78,10 @@ def load_minilm_params(path: str | os.PathLike | None = None, module: SentenceEn
   return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
 
 
-def make_encode_fn(module: SentenceEncoder | None = None) -> Callable[[dict, jax.Array, jax.Array], jax.Array]:
-  """Jitted `fn(params, ids [B, T], mask [B, T]) -> [B, H]` unit embeddings."""
-  module = module or SentenceEncoder()
-  return jax.jit(module.apply)
-
-
-def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int = 64, multiple: int = 16,
-                    encode_fn=None, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int = 64, multiple: int = 16) -> np.ndarray:
   """Embeds variable-length id sequences (sorted by length, padded per batch to a multiple of
   `multiple` so few shapes compile); returns float32 [N, H] in the input order."""
-  encode_fn = encode_fn or make_encode_fn()
+  encode_fn = jax.jit(SentenceEncoder().apply)   # (params, ids, mask) -> [B, H] unit embeddings
   order = np.argsort([len(x) for x in ids], kind="stable")
   out = None
   for start in range(0, len(ids), batch_size):
@@ -105,8 +97,6 @@ def embed_token_ids(params: dict, ids: Sequence[np.ndarray], *, batch_size: int 
     if out is None:
       out = np.zeros((len(ids), emb.shape[1]), np.float32)
     out[idx] = emb
-    if progress is not None:
-      progress(min(start + batch_size, len(ids)), len(ids))
   return out if out is not None else np.zeros((0, 384), np.float32)
 
 
@@ -118,8 +108,8 @@ def cache_key(texts: Sequence[str], *, tag: str) -> str:
 
 
 def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], list[np.ndarray]], *,
-                params: dict | None = None, cache_dir: str | os.PathLike | None = None, tag: str = "minilm-l6-v2",
-                batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+                params: dict | None = None, cache_dir: str | os.PathLike | None = None,
+                tag: str = "minilm-l6-v2", batch_size: int = 64) -> np.ndarray:
   """Unit embeddings float32 [N, 384] for `texts`, cached as float16 `<cache_dir>/<hash>.npy`;
   `tag` must change whenever `tokenize_fn` (texts -> token id arrays) changes."""
   folder = pathlib.Path(cache_dir or core.cache_dir())   # default: $JAXML_CACHE_DIR, else ~/.cache/jaxml
@@ -129,7 +119,7 @@ def embed_texts(texts: Sequence[str], tokenize_fn: Callable[[Sequence[str]], lis
     if emb.shape[0] == len(texts):
       return emb.astype(np.float32)
   params = params if params is not None else load_minilm_params()
-  emb = embed_token_ids(params, tokenize_fn(texts), batch_size=batch_size, progress=progress)
+  emb = embed_token_ids(params, tokenize_fn(texts), batch_size=batch_size)
   folder.mkdir(parents=True, exist_ok=True)
   tmp = path.with_suffix(".tmp.npy")
   np.save(tmp, emb.astype(np.float16))

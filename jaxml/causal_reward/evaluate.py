@@ -1,9 +1,7 @@
 """Scoring of trained reward models: accuracies, reward-cue dependence, best-of-N, leakage probes and
-paired differences over seeds. numpy in, floats out.
-
+paired differences over seeds. numpy in, floats out:
     m = evaluate.accuracies(trainer, params, {"anti": pairs_anti, "gold": pairs_gold})
-    diffs = evaluate.paired_differences(rows, base="crm_n", variant="crm_n_noadv", metrics=("acc_anti",))
-"""
+    diffs = evaluate.paired_differences(rows, base="crm_n", variant="crm_n_noadv", metrics=("acc_anti",))"""
 
 from typing import Any, Iterable, Mapping, Sequence
 

@@ -1,8 +1,5 @@
-"""Pure loss terms for pairwise reward models.
-
-All pairwise losses take rewards of the chosen (w) and rejected (l) response of each pair;
-an optional soft label y in [0, 1] is P(w beats l) (1 for ordinary preference data).
-"""
+"""Pure loss terms for pairwise reward models. Pairwise losses take rewards of the chosen (w) and rejected (l)
+response of each pair; an optional soft label y in [0, 1] is P(w beats l) (1 for ordinary preference data)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +8,8 @@ __all__ = ["bt_loss", "pearson", "cross_cov_fro2", "reconstruction", "gaussian_k
 
 
 def bt_loss(r_w: jax.Array, r_l: jax.Array, label: jax.Array | None = None) -> jax.Array:
-  """Bradley-Terry: mean of -[y log s(r_w - r_l) + (1 - y) log s(r_l - r_w)]; y = 1 if omitted.
-
-  Equals log 2 when r_w == r_l, and is unchanged when (r_w, r_l, y) -> (r_l, r_w, 1 - y).
-  """
+  """Bradley-Terry: mean of -[y log s(r_w - r_l) + (1 - y) log s(r_l - r_w)]; y = 1 if omitted. Equals log 2
+  when r_w == r_l, and is unchanged when (r_w, r_l, y) -> (r_l, r_w, 1 - y)."""
   d = r_w - r_l
   if label is None:
     return -jnp.mean(jax.nn.log_sigmoid(d))
@@ -35,11 +30,8 @@ def cross_cov_fro2(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def reconstruction(h: jax.Array, h_hat: jax.Array) -> jax.Array:
-  """mean_rows ||h - h_hat||^2 / D for rows that stack chosen and rejected responses ([2B, D]).
-
-  With both responses stacked this equals the spec's mean over pairs of
-  0.5 (||h_w - h^_w||^2 + ||h_l - h^_l||^2) / D.
-  """
+  """mean_rows ||h - h_hat||^2 / D for rows that stack chosen and rejected responses ([2B, D]): the spec's mean
+  over pairs of 0.5 (||h_w - h^_w||^2 + ||h_l - h^_l||^2) / D."""
   return jnp.mean(jnp.sum((h - h_hat) ** 2, axis=-1)) / h.shape[-1]
 
 

@@ -49,11 +49,8 @@ def grad_reverse(x: jax.Array, lam: jax.Array | float) -> jax.Array:
 
 def grl_schedule(step: Any, total_steps: int, *, lam_max: float = 1.0, gamma: float = 10.0,
                  kind: str = "dann") -> Any:
-  """DANN ramp lam(p) = lam_max (2 / (1 + exp(-gamma p)) - 1), p = step / total_steps.
-
-  Computed on the host (numpy) and fed to the step as data; `kind="constant"` returns lam_max.
-  Works elementwise on numpy arrays or Python numbers.
-  """
+  """DANN ramp lam(p) = lam_max (2 / (1 + exp(-gamma p)) - 1), p = step / total_steps, elementwise on the host
+  (numpy arrays or numbers), fed to the step as data; `kind="constant"` returns lam_max."""
   if kind == "constant":
     return np.full(np.shape(step), lam_max, np.float32) if np.ndim(step) else float(lam_max)
   if kind != "dann":
@@ -90,8 +87,7 @@ class FactoredRM(nn.Module):
   """The factored reward model. `__call__(h [N, D], lam) -> dict` with
   r [N], a [N], z_c [N, d_c], z_n [N, d_n], h_hat [N, D], and for num_cues > 0 also
   t_aux [N, K] (from z_n) and t_adv [N, K] (from GRL(z_c)). With `stochastic_c` (VIB-form
-  minimality, beta_c > 0) also mu_c, logvar_c; z_c is sampled when `rng` is given.
-  """
+  minimality, beta_c > 0) also mu_c, logvar_c; z_c is sampled when `rng` is given."""
 
   dim: int
   trunk_hidden: int = 128
@@ -138,11 +134,9 @@ class FactoredRM(nn.Module):
 
 
 class VaeFactoredRM(nn.Module):
-  """The authors' CausalRM head on a frozen embedding (`crm_authors`).
-
+  """The authors' CausalRM head on a frozen embedding (`crm_authors`):
       s = ReLU(W2 ReLU(W1 h)); z_c ~ N(mu_c(s), exp(logvar_c(s))), z_n ~ N(mu_n(s), exp(logvar_n(s)))
-      r = w_r^T z_c (mu_c at inference),  a = w_a^T GRL_lam(z_n),  h^ = Dec([z_c, z_n])
-
+      r = w_r^T z_c (mu_c at inference),  a = w_a^T GRL_lam(z_n),  h^ = Dec([z_c, z_n]);
   `__call__(h [N, D], lam, rng)` samples the latents when `rng` is given, else uses the means; the linear
   heads start at N(0, 1 / (d + 1)) weights, as in the authors' initialisation."""
 

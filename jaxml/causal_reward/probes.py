@@ -19,12 +19,10 @@ __all__ = ["ridge_fit", "ridge_r2", "ridge_accuracy", "spearman", "ProbeResult",
 
 def ridge_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> tuple[np.ndarray, float]:
   """Weights and intercept of min ||y - x w - b||^2 + l2 n ||w||^2 (x standardised inside)."""
-  x = np.asarray(x, np.float64)
-  y = np.asarray(y, np.float64)
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   mu, sd = x.mean(0), x.std(0) + 1e-8
   xs = (x - mu) / sd
-  w = np.linalg.solve(xs.T @ xs + l2 * len(x) * np.eye(x.shape[1]), xs.T @ (y - y.mean()))
-  w = w / sd
+  w = np.linalg.solve(xs.T @ xs + l2 * len(x) * np.eye(x.shape[1]), xs.T @ (y - y.mean())) / sd
   return w, float(y.mean() - mu @ w)
 
 

@@ -1,10 +1,5 @@
-"""Training of every causal reward model (GRL-lambda schedule included) through `core.train`.
-
-    trainer = make_trainer({"kind": "crm_n", "dim": 64}, {"name": "adamw", "lr": 1e-3, ...})
-    out = train(trainer, {"h_w": ..., "h_l": ..., "t_w": ..., "t_l": ...}, seed=0, epochs=10, batch_size=256)
-    reward = predict(trainer.reward, out.params, h)
-
-One `RewardTrainer` compiles once for every seed and loss-weight variant: the GRL strength and the
+"""Training of every causal reward model (GRL-lambda schedule included) through `core.train` (usage: the package
+docstring). One `RewardTrainer` compiles once for every seed and loss-weight variant: the GRL strength and the
 weights (`api.WEIGHTS`, passed as `hp`) travel in the batch as arrays."""
 
 from typing import Any, Callable, Mapping, NamedTuple
@@ -68,8 +63,7 @@ def epoch_batches(arrays: Mapping[str, np.ndarray], batch_size: int, seed: int) 
 def train(trainer: RewardTrainer, data: Mapping[str, np.ndarray], *, seed: int, epochs: int, batch_size: int,
           hp: Mapping[str, float] | None = None, val: Mapping[str, np.ndarray] | None = None,
           writer: core.MetricWriter | None = None, name: str = "causal_reward", log_every: int = 100000,
-          progress: bool = False, mesh=None, workdir: str | None = None, checkpoint_every: int = 0,
-          steps_per_dispatch: int = 0) -> TrainOutput:
+          mesh=None, workdir: str | None = None, checkpoint_every: int = 0, steps_per_dispatch: int = 0) -> TrainOutput:
   """Trains `trainer`'s model on `data` (present keys of `TRAIN_KEYS`) for `epochs`; `hp` overrides loss
   weights for this run; with `workdir` and checkpoint_every > 0 a rerun resumes from orbax checkpoints."""
   cfg = trainer.config
@@ -96,7 +90,7 @@ def train(trainer: RewardTrainer, data: Mapping[str, np.ndarray], *, seed: int, 
           "checkpoint_every": checkpoint_every if ckpt_root else 0, "steps_per_dispatch": steps_per_dispatch}
   val_batch = None if val is None else {k: np.asarray(val[k]) for k in ("h_w", "h_l")}
   result = core.train(trainer.core, batches, loop, workdir=ckpt_root, name=name, seed=seed, eval_batches=val_batch,
-                      mesh=mesh, writer=writer, progress=progress)
+                      mesh=mesh, writer=writer, progress=False)
   return TrainOutput(result.params, result.train_metrics, result.eval_metrics, result.steps_per_s,
                      result.wall_s, total)
 

@@ -31,11 +31,8 @@ class Generator(NamedTuple):
 
 
 class FlowMethod(NamedTuple):
-  """What one method is: its loss and its sampler on a given network.
-
-  build(apply_fn, sections, num_classes) -> (loss_fn, sample_fn, extra); `extra` is None, or
-  (initial extra state, eval extra state, hooks(total_steps)) for losses that read `extra`.
-  """
+  """One method: build(apply_fn, sections, num_classes) -> (loss_fn, sample_fn, extra), `extra` None or (initial
+  extra state, eval extra state, hooks(total_steps)) for losses that read `extra`; and its sampler family."""
 
   build: Callable[[ApplyFn, Mapping[str, dict], int], tuple[Callable, SampleFn, Any]]
   sampler: str
@@ -49,9 +46,7 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 def _section(config: Any, name: str) -> dict:
   sec = _get(config, name)
-  if sec is None:
-    return {}
-  return dict(sec.to_dict() if hasattr(sec, "to_dict") else sec)
+  return {} if sec is None else dict(sec.to_dict() if hasattr(sec, "to_dict") else sec)
 
 
 def _checked(section: Mapping[str, Any], fields: tuple[str, ...], what: str) -> dict:

@@ -76,8 +76,4 @@ def make_network(cfg: Any, num_classes: int = 0) -> FlowNet:
 
 def make_apply_fn(net: nn.Module) -> ApplyFn:
   """`apply_fn(params, x, t, r, label=None)` for a Linen module taking `(x, t, r, label)`."""
-
-  def apply_fn(params, x, t, r, label=None):
-    return net.apply({"params": params}, x, t, r, label)
-
-  return apply_fn
+  return lambda params, x, t, r, label=None: net.apply({"params": params}, x, t, r, label)

@@ -78,8 +78,7 @@ def sol_settings(config: Mapping[str, Any] | None = None, variant: str = "sol") 
 
 
 def host_pair_count(s: Mapping[str, Any]) -> int:
-  """Pairs per class that the batch function draws on the host (`pairs.sample_pairs`, O(M log M) per
-  batch): in a jitted CPU step the equivalent sampler costs more than the rest of L_SO."""
+  """Pairs per class drawn on the host (`pairs.sample_pairs_rows`): in a jitted CPU step it costs more than L_SO."""
   return s["pairs_per_class"]
 
 
@@ -161,7 +160,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
   recomputes the centroids (spec §2.1)."""
   s = sol_settings(config, variant)
   c, sigma, k, window = s["num_classes"], s["sigma"], s["knn"], s["profile_window"]
-  table = L.gaussian_table(s["num_classes"], s["sigma"])
+  table = L.gaussian_table(c, sigma)
   embed = make_embed_fn(s)
   fixed = s["relabel_decoder"]
 
@@ -193,8 +192,7 @@ def make_refresh_fn(config: Mapping[str, Any] | None = None, variant: str = "sol
               {"flagged": ref.flagged.sum(), "changed": (ref.labels != labels).sum(), "shift": ref.step})
 
     def skip(new):
-      return new, {"flagged": jnp.zeros((), jnp.int32), "changed": jnp.zeros((), jnp.int32),
-                   "shift": jnp.zeros((), jnp.float32)}
+      return new, {"flagged": jnp.zeros((), jnp.int32), "changed": jnp.zeros((), jnp.int32), "shift": jnp.zeros(())}
 
     return jax.lax.cond(relabel, do_relabel, skip, new)
 

@@ -1,8 +1,7 @@
 """Baselines on the SOL encoder: CE, L2/L1 regression, soft-label CE, CORAL, CORN, POE-style.
 
 Each returns (core.Method, predict_fn(params, extra, x) -> [B] int32 ranks); batches are
-{"x": [B, ...], "y": [B] int32 noisy ranks}.
-"""
+{"x": [B, ...], "y": [B] int32 noisy ranks}."""
 
 from typing import Any, Callable, Mapping
 
@@ -43,11 +42,9 @@ def _poe_ordinal(mu: jax.Array, logvar: jax.Array, y: jax.Array, rng: jax.Array,
 
 
 def decode_head(name: str, out: dict[str, jax.Array], num_classes: int) -> jax.Array:
-  """Ranks [B] int32 from a baseline head's outputs (pure, so each rule is testable by hand).
-
+  """Ranks [B] int32 from a baseline head's outputs (pure, so each rule is testable by hand):
   argmax (ce, soft_ce, poe); round (l1, l2: nearest rank, clipped to 0..C−1); threshold: CORAL
-  counts the thresholds k with σ(g_k) > ½; CORN counts those with P(r > k) = Π_{j≤k} σ(g_j) > ½.
-  """
+  counts the thresholds k with σ(g_k) > ½; CORN counts those with P(r > k) = Π_{j≤k} σ(g_j) > ½."""
   if name in ("ce", "soft_ce", "poe"):
     return jnp.argmax(out["logits"], -1).astype(jnp.int32)
   if name in ("l2", "l1"):
@@ -61,7 +58,6 @@ def decode_head(name: str, out: dict[str, jax.Array], num_classes: int) -> jax.A
 
 def make_baseline(name: str, s: Mapping[str, Any]) -> tuple[core.Method, Callable]:
   """One baseline from SOL settings `s` (num_classes, backbone, hidden, embed_dim, ...):
-
   ce: softmax CE, argmax. l2 / l1: (ŷ − r)² / |ŷ − r| on a scalar, rounded. soft_ce: CE to g_r (DLDL-style).
   coral: BCE on 1[r > k], shared weight, ordered biases; r̂ = Σ_k 1[σ(g_k) > ½].
   corn: task k on rows with r ≥ k; P(r > k) = Π_{j≤k} σ(g_j); r̂ = Σ_k 1[P(r > k) > ½].

@@ -35,47 +35,6 @@ def sample_references(labels: np.ndarray, base_idx: np.ndarray, tau: int,
   return order[np.minimum(pos, chosen_hi - 1)]
 
 
-def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """SOL's exact pair sampler (spec §2.5) on the host, without enumerating the M(M−1)/2 pairs.
-
-  Same distribution as `losses.sample_pairs`: sorted ranks and prefix sums index the far and
-  similar unordered pairs; the far pairs split into ">" and "<" with n_> ~ Binomial(n_far, ½), so a uniform
-  sample of far pairs in random order, its first min(per_class, n_>) to ">", gives both class subsets.
-  Returns base, ref [3·k] int32 row indices (">", "<", "≈" blocks, k = min(per_class, M(M−1)/2)) and
-  valid [3·k] float32 (0 for padding)."""
-  ranks = np.asarray(ranks)
-  m = ranks.size
-  k = min(per_class, m * (m - 1) // 2)
-  order = np.argsort(ranks, kind="stable")
-  s = ranks[order]
-  pos = np.arange(m)
-  hi = np.searchsorted(s, s + tau, side="right")
-  n_far_a, n_sim_a = m - hi, hi - pos - 1
-  far_cum, sim_cum = np.cumsum(n_far_a), np.cumsum(n_sim_a)
-  n_far, n_sim = int(far_cum[-1]), int(sim_cum[-1])
-
-  def rows(ordinals, cum, count_a, first_b):
-    a = np.searchsorted(cum, ordinals, side="right")
-    return order[a], order[first_b[a] + ordinals - (cum[a] - count_a[a])]
-
-  base, ref, valid = (np.zeros(3 * k, np.int32) for _ in range(3))
-  valid = valid.astype(np.float32)
-  n_gt = int(rng.binomial(n_far, 0.5)) if n_far else 0
-  k_gt, k_lt = min(k, n_gt), min(k, n_far - n_gt)
-  far = rng.choice(n_far, k_gt + k_lt, replace=False) if k_gt + k_lt else np.zeros(0, np.int64)
-  lo, up = rows(far, far_cum, n_far_a, hi)
-  base[:k_gt], ref[:k_gt] = up[:k_gt], lo[:k_gt]                     # ">": larger rank first
-  base[k:k + k_lt], ref[k:k + k_lt] = lo[k_gt:], up[k_gt:]           # "<": smaller rank first
-  k_sim = min(k, n_sim)
-  sim = rng.choice(n_sim, k_sim, replace=False) if k_sim else np.zeros(0, np.int64)
-  lo, up = rows(sim, sim_cum, n_sim_a, pos + 1)
-  flip = rng.random(k_sim) < 0.5
-  base[2 * k:2 * k + k_sim], ref[2 * k:2 * k + k_sim] = np.where(flip, up, lo), np.where(flip, lo, up)
-  valid[:k_gt], valid[k:k + k_lt], valid[2 * k:2 * k + k_sim] = 1.0, 1.0, 1.0
-  return base, ref, valid
-
-
 def _row_searchsorted(sorted_rows: np.ndarray, queries: np.ndarray, side: str) -> np.ndarray:
   """np.searchsorted per row of [R, M] non-decreasing int rows ([R, Q] queries), in one call:
   each row is shifted into its own disjoint value range."""
@@ -103,9 +62,10 @@ def _floyd_rows(counts: np.ndarray, k: int, rng: np.random.Generator) -> np.ndar
 
 def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,
                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """`sample_pairs` for R batches at once ([R, M] ranks -> [R, 3k] base, ref, valid), the same
-  distribution per row: Floyd's algorithm picks the uniform subsets, a random key per pick the
-  order of the far pairs before the ">" / "<" split."""
+  """SOL's exact pair sampler (spec §2.5) for R batches at once ([R, M] ranks -> [R, 3k] base, ref, valid), per
+  row the distribution of `losses.sample_pairs` without enumerating the M(M−1)/2 pairs: sorted ranks and prefix
+  sums index the far and similar pairs, Floyd's algorithm picks the uniform subsets, a random key per pick the
+  order of the far pairs before the ">" / "<" split (n_> ~ Binomial(n_far, ½))."""
   ranks = np.asarray(ranks)
   r, m = ranks.shape
   k = min(per_class, m * (m - 1) // 2)
@@ -141,6 +101,14 @@ def sample_pairs_rows(ranks: np.ndarray, tau: int, per_class: int,
   return base, ref, valid
 
 
+def sample_pairs(ranks: np.ndarray, tau: int, per_class: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """SOL's exact pair sampler (spec §2.5) for one batch of ranks [M], the distribution of `losses.sample_pairs`:
+  base, ref [3k] int32 (">", "<", "≈" blocks, k = min(per_class, M(M−1)/2)) and valid [3k] float32."""
+  base, ref, valid = sample_pairs_rows(np.asarray(ranks)[None], tau, per_class, rng)
+  return base[0], ref[0], valid[0]
+
+
 class LabelBook:
   """Host copy of the current noisy training labels, read by the batch function and kept in stable sort
   order; the refresh hook updates it, and on resume `update` it from `state.extra["labels"]`."""
@@ -159,26 +127,14 @@ def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: 
                       pairs_per_class: int = 0, block: int = 1) -> Callable[[int], dict[str, np.ndarray]]:
   """`batch_at(step)` -> {"x": [2B, ...], "idx": [2B] int32}: B bases from a seeded per-epoch permutation, then
   one reference per base; pairs_per_class > 0 adds "pair_base", "pair_ref" [3k] int32 and "pair_valid".
-  block > 1 draws references and pairs for `block` steps at once (seeded by the block, redrawn if the book
-  changed); with `block` dividing the refresh cadence every batch sees the labels it would step by step."""
+  References and pairs are drawn for `block` steps at once (seeded by the block, redrawn if the book changed);
+  with `block` dividing the refresh cadence every batch sees the labels it would step by step."""
   rows = core.epoch_batches({"i": np.arange(len(x))}, batch_size, seed=seed)
-  bases = lambda step: rows(step)["i"]
-
-  def one_step(step: int) -> dict[str, np.ndarray]:
-    base = bases(step)
-    rng = np.random.default_rng([seed, 1, int(step)])
-    ref = sample_references(book.labels, base, tau, rng, book.order)
-    idx = np.concatenate([base, ref]).astype(np.int32)
-    out = {"x": x[idx], "idx": idx}
-    if pairs_per_class:
-      out["pair_base"], out["pair_ref"], out["pair_valid"] = sample_pairs(book.labels[idx], tau, pairs_per_class, rng)
-    return out
-
+  block = max(block, 1)
   cache: dict[str, object] = {"key": None}
 
   def fill(b: int) -> None:
-    steps = range(b * block, (b + 1) * block)
-    base = np.stack([bases(t) for t in steps])                                  # [block, B]
+    base = np.stack([rows(t)["i"] for t in range(b * block, (b + 1) * block)])      # [block, B]
     rng = np.random.default_rng([seed, 2, b])
     ref = sample_references(book.labels, base.ravel(), tau, rng, book.order).reshape(base.shape)
     idx = np.concatenate([base, ref], 1).astype(np.int32)
@@ -187,8 +143,6 @@ def make_pair_batches(x: np.ndarray, book: LabelBook, batch_size: int, *, seed: 
       cache["pairs"] = sample_pairs_rows(book.labels[idx], tau, pairs_per_class, rng)
 
   def batch_at(step: int) -> dict[str, np.ndarray]:
-    if block <= 1:
-      return one_step(step)
     b, row = divmod(int(step), block)
     if cache["key"] != (b, book.version):
       fill(b)

@@ -1,10 +1,5 @@
-"""Training pipeline for SOL and its baselines: batches, the refresh / relabelling schedule, and
-validation-based selection of the checkpoint and the decoder.
-
-  trainer = make_trainer("sol", sol_config, train_config)     # once per method and shape
-  fitted = fit(trainer, x_train, y_train, x_val, y_val, seed=0)  # per partition / noise draw
-  ranks = predict(trainer, fitted, x_test)
-
+"""Training pipeline for SOL and its baselines (usage: the package docstring): batches, the refresh / relabelling
+schedule, and validation-based selection of the checkpoint and the decoder.
 Centroids refresh every `refresh_every` steps; labels are refined at refresh steps s ≥ `relabel_start`
 with (s − relabel_start) % `relabel_every` = 0; selection every `select_every` steps on noisy validation labels."""
 
@@ -84,7 +79,7 @@ def relabel_steps(settings: Mapping[str, Any], steps: int) -> list[int]:
 
 
 def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *,
-        seed: int, name: str = "train", log: Callable[[str], None] | None = None) -> Fitted:
+        seed: int, name: str = "train") -> Fitted:
   """Trains one method on noisy ranks y_train with the trainer's schedule; selects on (x_val, y_val)."""
   learner, s = trainer.learner, trainer.learner.settings
   rng = jax.random.key(seed)
@@ -109,8 +104,6 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
         book.update(np.asarray(jax.device_get(new_extra["labels"])))
         refreshes.append({"step": step, **{k: float(v) for k, v in jax.device_get(stats).items()},
                           "decoder": int(new_extra["decoder"])})
-        if log is not None:
-          log(f"[{name}] step {step}: relabel flagged {int(stats['flagged'])} changed {int(stats['changed'])}")
       return st.replace(extra=new_extra)
 
     hooks.append(core.Hook(s["refresh_every"], refresh))
@@ -137,9 +130,8 @@ def fit(trainer: RankTrainer, x_train: np.ndarray, y_train: np.ndarray, x_val: n
                 refreshes, result.wall_s, result.steps_per_s)
 
 
-def predict(trainer: RankTrainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None, *,
-            chunk: int = 4096) -> np.ndarray:
-  """Ranks of x from the selected params with the chosen (or the named) decoder."""
+def predict(trainer: RankTrainer, fitted: Fitted, x: np.ndarray, decoder: str | None = None) -> np.ndarray:
+  """Ranks of x from the selected params with the chosen (or the named) decoder, in chunks of 4096 rows."""
   row = trainer.learner.decoders.index(decoder or fitted.decoder)
-  return core.batched_apply(lambda xb: trainer.learner.decode(fitted.params, fitted.extra, xb)[row], x, chunk,
+  return core.batched_apply(lambda xb: trainer.learner.decode(fitted.params, fitted.extra, xb)[row], x, 4096,
                             shrink=True)
