@@ -65,9 +65,8 @@ def main() -> None:
       t_ru = statistics.median(ru().wall_s for _ in range(args.repeats))
       # FLOPs: one compiled step of each, times the number of steps (+ one encoder pass for RU).
       x, y = task.x_train[:128], task.y_train[:128].astype(np.int32)
-      f_rt = stepflops(baselines.retain_ce_loss(model), core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True),
-                        orig.params,
-                        {"xr": x, "yr": y, "ir": np.zeros(128, np.int32)})
+      adam, batch = core.make_optimizer({"name": "adam", "lr": 1e-3}, inject_lr=True), {"xr": x, "yr": y}
+      f_rt = stepflops(baselines.retain_ce_loss(model), adam, orig.params, batch | {"ir": np.zeros(128, np.int32)})
       z = np.asarray(model_lib.encode(model, orig.params, x))
       stats = targets.class_statistics(task.y_train, 10, task.forget_classes, 1.0)
       ru_batch = {"zr": z, "yr": y, "zf": z, "wf": np.ones(128, np.float32), "zref": z}

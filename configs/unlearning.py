@@ -18,10 +18,8 @@ PRESETS = ("smoke", "small", "paper_cpu", "paper")
 
 BASELINE_METHODS = ("finetune", "grad_ascent", "neggrad_plus", "random_labels", "l1_sparse", "salun", "scrub",
                     "boundary_shrink", "bad_teacher", "head_only", "emmn", "jit", "sisa", "unsir", "gkt")
-# The paper's comparison (authors' configs): FT, SISA, SCRUB, UNSIR, Bad Teaching, Boundary Shrink;
-# zero-shot EMMN and GKT; plus RU, RU zero-shot, our uniform-target extensions (standard and zero-shot; zero-shot also with
-# the identity anchor whose weight the run picks from D_f, ru_zs_anchor) and RU with beta chosen
-# on a validation split (ru_val: the authors' grid, selected by the forgetting bar on validation rows).
+# The paper's comparison (authors' configs; zero-shot EMMN and GKT), RU and RU zero-shot, our extensions (the
+# uniform target, the identity anchor) and RU with its grid value chosen on validation by the bar (ru_val).
 PAPER_METHODS = ("finetune", "sisa", "scrub", "unsir", "bad_teacher", "boundary_shrink", "ru", "ru_val", "ru_uniform",
                  "emmn", "gkt", "ru_zs", "ru_zs_uniform", "ru_zs_anchor")
 
@@ -39,24 +37,18 @@ def get_config(arg=None):
   config.preset = preset
   paper_cpu = preset == "paper_cpu"
   # List-valued arguments use '+' (',' separates key=value items): datasets=digits+mnist1d.
-  default_datasets = {"smoke": "digits", "small": "digits+mnist1d", "paper_cpu": "digits+mnist1d",
-                      "paper": "cifar10"}[preset]
-  default_regimes = {"smoke": "class", "small": "class+subclass+random", "paper_cpu": "class",
-                     "paper": "class+random"}[preset]
-  config.datasets = tuple((arg.datasets or default_datasets).split("+"))
-  config.regimes = tuple((arg.regimes or default_regimes).split("+"))
-  # small: 3 seeds by default (its table, 14 methods + ru_uniform, ran in ~3 min alone on the CPU lock of 2
-  # shared cores; the spec asks 5: seeds=5).
-  # paper_cpu: 10 classes x 13 methods per seed; seeds=N to add seeds (each dataset its own job).
+  datasets, regimes = {"smoke": ("digits", "class"), "small": ("digits+mnist1d", "class+subclass+random"),
+                       "paper_cpu": ("digits+mnist1d", "class"), "paper": ("cifar10", "class+random")}[preset]
+  config.datasets = tuple((arg.datasets or datasets).split("+"))
+  config.regimes = tuple((arg.regimes or regimes).split("+"))
+  # small: 3 seeds (~3 min on 2 cores; the spec asks 5: seeds=5); paper_cpu: 10 classes x 13 methods per seed.
   config.seeds = tuple(range(arg.seeds or {"smoke": 1, "small": 3, "paper_cpu": 1, "paper": 1}[preset]))
   default_methods = ("ru", "ru_zs", "ru_uniform", "ru_zs_uniform", "ru_zs_anchor") + BASELINE_METHODS
   config.methods = tuple(arg.methods.split("+")) if arg.methods else PAPER_METHODS if paper_cpu else default_methods
-  # The paper's table (paper_summary.md, forget_acc_sweep.png) and the class sweep (class regime:
-  # every listed class in turn for each seed; empty = class_forget[seed % 3]).
+  # The paper's table (paper_summary.md, forget_acc_sweep.png); the class sweep (empty: class_forget[seed % 3]).
   config.paper_table = paper_cpu
   config.class_sweep = tuple(range(10)) if paper_cpu else ()
-  # Wall-clock budget (s) of a class sweep: once spent, no further class is started (0 = none); keeps a
-  # paper_cpu job inside the shared machine's 10-minute slot with whatever classes it finished.
+  # Wall-clock budget (s) of a class sweep: once spent, no further class is started (0 = none).
   config.max_wall_s = 480.0 if paper_cpu else 0.0
   config.data = dict(
       digits_test_fraction=0.2,            # spec: stratified 80/20, seed 0
@@ -65,31 +57,23 @@ def get_config(arg=None):
       subclass_forget=3,                   # forget every 3 (super-class 0)
       random_fraction=0.1,
       val_class=5, val_subclass=8,         # validation forget splits used only for tuning
-      # > 0: the validation split's test rows are this stratified fraction of the training rows (its
-      # models train on the rest; the test rows are never read); 0: it reads the test rows (small's
-      # published table was tuned so; the default no longer does). smoke tunes nothing.
+      # > 0: the validation split's test rows are this stratified fraction of the training rows (the test
+      # rows are never read); 0: it reads the test rows. smoke tunes nothing.
       val_holdout=0.0 if preset == "smoke" else 0.2,
       limit_train=0, limit_test=0,         # 0 = all rows (tests and smoke shrink these)
       tfds_split_train="train", tfds_split_test="test")
-  # arch: mlp (encoder widths `features`) or cnn1d (mnist1d only: conv_layers x Conv1D(conv_kernel,
-  # conv_channels) + Dense(features[-1]) -> z), the deeper encoder where retraining costs far more than RU.
+  # arch: mlp (encoder widths `features`) or cnn1d (mnist1d only, `model.make_classifier`), the deeper encoder.
   config.model = dict(arch="mlp", features=(256, 128), conv_channels=32, conv_layers=3, conv_kernel=5,
                       resnet_stage_sizes=(2, 2, 2, 2), resnet_width=64)
-  # Original model and Retrain share this recipe (spec: Adam 1e-3, 60 epochs, batch 128). config.optim is
-  # the optimizer of every run (core.train); its lr is the recipe's, each method sets its own below.
+  # Original model and Retrain share this recipe (spec: Adam 1e-3, 60 epochs, batch 128); each method sets its lr.
   config.optim.lr = 1e-3
   config.train = dict(epochs={"smoke": 10.0, "small": 60.0, "paper_cpu": 60.0, "paper": 100.0}[preset], batch_size=128)
-  # Representation Unlearning (standard and zero-shot). Inferred CPU choices: residual T, Adam 1e-2,
-  # steps = max(min_steps, 5 epochs over D_f); beta picked on the validation split when tune=True.
+  # Representation Unlearning. Inferred CPU choices: residual T, Adam 1e-2, steps = max(min_steps, 5 epochs over D_f).
   ru = dict(beta=0.1, transform="residual", hidden=(256,), num_samples=1, noise_scale=0.0, lr=1e-2,
             batch_size=128, epochs=5.0, min_steps=25, prototypes="head", label_weight=0.0, target_margin=4.0,
             identity_weight=0.0)
-  # Our extensions: ru_uniform / ru_zs_uniform move the forget target to the point nearest the mean where the head
-  # is uniform over the retained classes (forgotten classes target_margin logits lower); ru_zs_anchor adds the
-  # identity anchor gamma E||T(u) - u||^2 (Gaussian probes at the feature norm), gamma the largest of anchor_grid at
-  # which the run's own accuracy on D_f is <= anchor_tol points (jaxml.unlearning.defaults). ru_val: RU with its
-  # grid value (config.grids.ru_val) chosen on the validation split, every other setting as ru; target: "mean"
-  # (RU's own) or "uniform" (ru_uniform's), to choose the other settings with either.
+  # The extensions' rows (ru_uniform, ru_zs_uniform, ru_zs_anchor with anchor_grid / anchor_tol, ru_val with its
+  # target "mean" or "uniform") are described in docs/methods/unlearning.md and `jaxml.unlearning.runner`.
   _set_ru(config, ru)
   # Same step floor for every baseline that loops over D_f only (fair budgets).
   floor = 25
@@ -114,10 +98,8 @@ def get_config(arg=None):
                batch_size=256, z_dim=128, generator_hidden=256, at_beta=250.0, temperature=1.0, threshold=0.01),
   )
   if paper_cpu:
-    # The authors' fixed settings (their configs for CIFAR-10 class 0; UNSIR from CIFAR-100), each
-    # with our Adam where they use SGD (Bad Teaching, Boundary Shrink) and two CPU adaptations: RU's
-    # step floor (5 epochs over ~150 forget rows would be 3 steps) and GKT's 400 cycles (theirs 4000).
-    # (FT and SCRUB: the defaults above.)
+    # The authors' fixed settings (CIFAR-10 class 0; UNSIR from CIFAR-100) with our Adam where they use SGD, and
+    # two CPU adaptations: RU's step floor and GKT's 400 cycles (theirs 4000). FT and SCRUB: the defaults above.
     _set_ru(config, dict(ru, transform="linear", beta=0.01, lr=1e-3, batch_size=256, epochs=5.0, min_steps=200))
     config.baselines.sisa.update(shards=10)
     config.baselines.bad_teacher.update(lr=5e-4)
@@ -128,16 +110,13 @@ def get_config(arg=None):
     for name in ("finetune", "neggrad_plus", "random_labels", "l1_sparse", "salun", "bad_teacher"):
       config.baselines[name]["epochs"] = 1.0
     config.baselines.scrub.update(max_epochs=1, min_epochs=1)
-  # Validation grids (one setting per method, `jaxml.unlearning.defaults.GRIDS`), selection by Avg. Gap to
-  # Retrain unless a grid names its `score` (evaluate.SCORES; "bar": the forgetting bar, forget accuracy to
-  # Retrain's and retain / retained-class test accuracy to the original model's). `tune` tunes every method
-  # with a grid; ru_val is always tuned (per forgotten class in a class sweep).
+  # Validation grids (`jaxml.unlearning.defaults.GRIDS`), chosen by Avg. Gap to Retrain unless a grid names its
+  # `score` (evaluate.SCORES). `tune` tunes every method with a grid; ru_val is always tuned.
   config.tune = preset == "small"  # paper_cpu: fixed settings, nothing tuned but ru_val
   config.grids = {m: dict(param=param, values=values) for m, (param, values) in GRIDS.items()}
   config.grids["ru_val"]["score"] = "bar"
   config.representation_checks = True
-  # Rows per compiled evaluation pass (inputs zero-padded to a multiple); smaller saves padded work on
-  # tiny inputs (tests) but is another compiled shape, so metrics can move at the float level.
+  # Rows per compiled evaluation pass (`evaluate.EVAL_CHUNK`).
   config.eval_chunk = 2048
   config.log_every = 10_000
   # config.seed offsets every seed (test seeds, the tuning seed): seed 0 reproduces the defaults.

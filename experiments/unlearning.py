@@ -141,9 +141,8 @@ def tune_cell(config, p, data, regime, model, cache, *, forget_class: int | None
 
 def _run_cell(config, p, data, dataset: str, regime: str, caches: dict, rows: list, tuning: dict, t_run: float,
               workdir: str) -> None:
-  """One 'dataset/regime' cell, or each class of a class sweep in turn (tuned per class; the original
-  model depends only on the seed, trained once): rows appended to `rows`, all of them written to
-  PARTIAL_ROWS after every split, so a crash or kill later keeps them."""
+  """One 'dataset/regime' cell, or each class of a class sweep in turn (tuned per class): rows appended to
+  `rows`, all written to PARTIAL_ROWS after every split, so a crash or kill later keeps them."""
   cell = f"{dataset}/{regime}"
   model = make_model(config, dataset, make_task(config, data, regime, 0).num_classes)
   cache = caches.setdefault(model, {})   # compiled steps, shared by every cell and seed with the same model

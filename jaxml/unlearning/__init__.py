@@ -1,11 +1,7 @@
 """Representation Unlearning (Almudevar & Ortega, ICML 2026): learn a map T on the frozen representation
 z = g(x) so that h(T(g(x))) keeps retained information and sends forget rows to an uninformative point;
-plus the baselines and evaluation of the unlearning benchmark.
-
-Start with `run_method(name, settings, model, params0, task, seed=...)`: one signature for RU, RU
-zero-shot, our extensions (`ru_uniform`, `ru_zs_uniform`: the target where the head is uniform over the
-retained classes; `ru_zs_anchor`: plus an identity anchor), every baseline, Retrain and the original;
-`tune` picks a setting by Avg. Gap or any score (`evaluate.scorer`); `compare` runs one forget split."""
+plus the baselines and evaluation of the unlearning benchmark. Start with `run_method` (one signature for
+every method), `tune` (a setting by Avg. Gap or any `evaluate.scorer`) and `compare` (one forget split)."""
 
 from jaxml.unlearning import (api, baselines, evaluate, fitting, losses, model, pipelines, report, runner, sampling,
                               targets, task, transform)

@@ -1,8 +1,5 @@
-"""Representation Unlearning as a `core.Method`, and `unlearn()` which runs it through `core.fit`.
-
-Parameters are {"model": {"encoder", "head"}, "transform": phi, "stats": {...}}; only "transform"
-trains (`core.freeze`), so the deployed model is x -> h(T_phi(g(x))) and dropping T undoes the
-unlearning. Features z = g(x) are encoded once and cached; the zero-shot variant encodes only forget rows."""
+"""Representation Unlearning as a `core.Method`, and `unlearn()` which runs it through `core.fit`. Parameters are
+{"model", "transform", "stats"}; only "transform" trains, so dropping T undoes the unlearning."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -36,15 +33,11 @@ DEFAULTS: dict[str, Any] = dict(
     epochs=5.0,               # epochs over the forget set
     min_steps=200,            # CPU floor on steps (inferred)
     zero_shot=False,
-    prototypes="head",        # zero-shot proxies: head rows ("head") or rows rescaled to the mean
-                              # training-feature norm ("rescaled", an extension)
+    prototypes="head",        # zero-shot proxies: head rows, or "rescaled" to the mean feature norm (extension)
     label_weight=0.0,         # lambda of the label-aware extension lambda * CE(h(T(z_r)), y_r)
-    identity_weight=0.0,      # gamma of the data-free identity anchor (extension, both regimes):
-                              # gamma E_u ||T(u) - u||^2, u ~ N(0, r^2/D I), r = stats["feature_norm"]
-    target="mean",            # forget target: "mean" (the reference: the mean representation of D;
-                              # zero-shot, the prior mixture of head rows) or "uniform" (extensions
-                              # `ru_uniform` / `ru_zs_uniform`: the point nearest that mean where the
-                              # head is uniform over retained classes)
+    identity_weight=0.0,      # gamma of the identity anchor gamma E||T(u) - u||^2, u ~ N(0, r^2/D I) (extension)
+    target="mean",            # forget target: "mean" (the reference; zero-shot, the prior mixture of head rows)
+                              # or "uniform" (extension: nearest point where the head is uniform on retained classes)
     target_margin=4.0,        # "uniform": logit gap of the forgotten classes below the retained ones
 )
 
@@ -76,8 +69,7 @@ def _prototypes(cfg: Mapping[str, Any], params: Any) -> jax.Array:
 
 def make_loss_fn(config: Mapping[str, Any] | None, model: nn.Module) -> Callable:
   """loss_fn(params, batch, rng[, extra]) -> (loss, aux) for the standard (zr, yr, zf, wf, zref) or zero-shot
-  (zf, wf) batch; float settings ride as `hp_*` arrays (`batch_values`), so the step depends only on
-  `step_structure(config)`."""
+  (zf, wf) batch; float settings ride as `hp_*` arrays (`batch_values`)."""
   cfg = _cfg(config)
   transform = make_transform(cfg["transform"], cfg["hidden"])
   noisy = bool(cfg["noise_scale"])
@@ -190,9 +182,8 @@ class UnlearnOutput(NamedTuple):
 
 def _features(cfg: Mapping[str, Any], enc: Callable, model: nn.Module, model_params: Any, x_train: np.ndarray,
               forget_idx: np.ndarray, feature_norm: float | None) -> tuple[np.ndarray, int, float]:
-  """(z, D, mean feature norm). Standard: z of every training row. Zero-shot: z of the forget rows
-  only, D from shapes alone, and the norm (for the rescaled prototypes) from the forget rows unless a
-  deployment stored it at training time (`feature_norm`)."""
+  """(z, D, mean feature norm): z of every training row, or zero-shot of the forget rows only (D from shapes, the
+  norm from the forget rows unless a deployment stored it, `feature_norm`)."""
   if not cfg["zero_shot"]:
     z = core.batched_apply(enc, x_train, fitting.CHUNK)
     return z, z.shape[-1], float(np.mean(np.linalg.norm(z, axis=-1)))
@@ -207,10 +198,8 @@ def _features(cfg: Mapping[str, Any], enc: Callable, model: nn.Module, model_par
 
 def _forget_target(cfg: Mapping[str, Any], model_params: Any, stats: dict, mean: np.ndarray,
                    forget_classes: Sequence[int]) -> tuple[np.ndarray, dict, np.ndarray]:
-  """(target, stats, shift = target - mean). The reference target is `mean`; `target="uniform"` moves
-  it to the nearest point where the head is uniform over the retained classes. Standard: L_f's
-  minimiser is the reference batch mean, so shifting the batch moves it. Zero-shot: L_f^zs's minimiser
-  is sum_c pi_c (w_c + s) = mean + s, so `stats["target_shift"]` moves its prototypes."""
+  """(target, stats, shift = target - mean), the target `mean` or the uniform-head point. Shifting the reference
+  batch (standard) or the prototypes (zero-shot, `stats["target_shift"]`) moves L_f's minimiser by the shift."""
   target = mean
   if cfg["target"] == "uniform":
     head = model_params["head"]
@@ -242,9 +231,8 @@ def unlearn(config: Mapping[str, Any] | None, model: nn.Module, model_params: An
             cache: MutableMapping[Hashable, Any] | None = None, mesh: Any = None,
             feature_norm: float | None = None, progress: bool = False,
             train_config: Mapping[str, Any] | None = None) -> UnlearnOutput:
-  """Runs Representation Unlearning (standard or zero-shot per `config`) through `core.train`.
-
-  The zero-shot path reads only the forget rows of `x_train` and the class counts of `y_train`.
+  """Runs Representation Unlearning (standard or zero-shot per `config`; zero-shot reads only the forget rows of
+  `x_train` and the class counts of `y_train`) through `core.train`.
   Steps = max(min_steps, ceil(epochs |D_f| / B)); `train_config`: the loop keys of `core.loop_config`."""
   cfg = _cfg(config)
   retain_idx, forget_idx = np.asarray(retain_idx, np.int64), np.asarray(forget_idx, np.int64)

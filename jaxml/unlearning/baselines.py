@@ -1,8 +1,5 @@
-"""Unlearning baselines as data: one `Baseline` spec per method, run by one driver, `run_baseline`.
-
-A spec names its defaults, validation grid and the pieces of its run (loss, batches, steps, float settings,
-host pre-computation, frozen parameters); multi-stage methods supply their whole run. Every run starts
-from the same trained model and trains through `core.train`. f = h o g, D_r / D_f retain / forget sets.
+"""Unlearning baselines as data: one `Baseline` spec per method, run by one driver, `run_baseline`, from the
+same trained model through `core.train`. f = h o g, D_r / D_f retain / forget sets.
 
   retrain          CE on D_r from a fresh init with the original recipe (gold standard)
   finetune         CE on D_r starting from the original model
@@ -50,11 +47,9 @@ shard_of = pl.shard_of
 
 
 class Baseline(NamedTuple):
-  """One baseline: settings, grid and the pieces of its training run (or its whole `run`).
-
-  loss(model, hp) -> loss_fn; batches(Run with steps and data) -> batch_fn(step); steps(Run) -> int;
-  values(hp) -> float settings in the batch; prepare(Run) -> (extra, data for `batches`); run(Run) -> FitOutput
-  replaces the fit."""
+  """One baseline's settings and the pieces of its run: loss(model, hp) -> loss_fn; batches(Run with steps and
+  data) -> batch_fn(step); steps(Run) -> int; values(hp) -> float settings in the batch; prepare(Run) -> (extra,
+  data for `batches`); frozen parameter patterns; or a whole run(Run) -> FitOutput (multi-stage methods)."""
 
   name: str
   defaults: dict[str, Any]
@@ -141,9 +136,8 @@ def _padded_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 def saliency_mask(model: nn.Module, params: Any, x_f: np.ndarray, y_f: np.ndarray, fraction: float,
                   chunk: int = 256, cache: MutableMapping | None = None) -> Any:
-  """m = 1[|grad_theta CE(D_f)| >= its (1 - q) quantile over all weights]: the salient (largest
-  magnitude) q fraction. (The SalUn repository sorts ascending before thresholding; the paper's
-  definition, used here, keeps the largest gradients.) Gradients are summed over `chunk`-row calls."""
+  """m = 1[|grad CE(D_f)| >= its (1 - q) quantile over all weights]: the paper's largest-gradient q fraction (the
+  SalUn repository sorts ascending); gradients are summed over `chunk`-row calls."""
   grad_sum = cached(cache, ("saliency", model), lambda: jax.jit(jax.grad(lambda p, x, y, w: jnp.sum(
       w * optax.softmax_cross_entropy_with_integer_labels(model.apply({"params": p}, x), y)))))
   xp, yp, wp = _padded_rows(x_f, y_f)
@@ -344,9 +338,8 @@ def _single_fit(spec: Baseline, r: Run) -> FitOutput:
 def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask, *, seed: int,
                  overrides: Mapping[str, Any] | None = None, cache: MutableMapping[Hashable, Any] | None = None,
                  train_config: Mapping[str, Any] | None = None) -> FitOutput:
-  """Runs one baseline by name (retrain included) from the trained `params0` (params stacked over shards for
-  SISA). `train_config`: optim / log_every / mesh for core.train (the learning rates are the baseline's own).
-  Raises `NotApplicable` when the method does not apply to the task."""
+  """Runs one baseline by name (retrain included) from the trained `params0`; `train_config`: core.train's loop
+  keys (the learning rates are the baseline's own). Raises `NotApplicable` when the method does not apply."""
   hp, spec = hyperparameters(name, overrides), SPECS[name]
   t0 = time.perf_counter()
   fit = (spec.run or partial(_single_fit, spec))(Run(hp, model, params0, task, seed, cache, train_config))
@@ -359,14 +352,10 @@ def run_baseline(name: str, model: nn.Module, params0: Any, task: UnlearningTask
 def ensemble_predictor(model: nn.Module, cache: MutableMapping | None = None) -> Callable:
   """predict(stacked_params, x) -> (log mean_s softmax(f_s(x)), mean_s g_s(x)): SISA's aggregation
   of the shard models (mean of prediction vectors; features averaged for the representation checks)."""
-  def build():
-    def one(p, x):
-      return jax.nn.softmax(model.apply({"params": p}, x)), model_lib.encode(model, p, x)
+  one = lambda p, x: (jax.nn.softmax(model.apply({"params": p}, x)), model_lib.encode(model, p, x))  # noqa: E731
 
-    def predict(stacked, x):
-      probs, feats = jax.vmap(one, in_axes=(0, None))(stacked, x)
-      return jnp.log(jnp.mean(probs, 0) + 1e-12), jnp.mean(feats, 0)
+  def predict(stacked, x):
+    probs, feats = jax.vmap(one, in_axes=(0, None))(stacked, x)
+    return jnp.log(jnp.mean(probs, 0) + 1e-12), jnp.mean(feats, 0)
 
-    return jax.jit(predict)
-
-  return cached(cache, ("ensemble", model), build)
+  return cached(cache, ("ensemble", model), lambda: jax.jit(predict))

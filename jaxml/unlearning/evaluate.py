@@ -25,9 +25,8 @@ FA_TOL, ACC_TOL = 2.0, 1.0
 # Selection criteria of a grid (`scorer`): Avg. Gap to Retrain, or the bar score.
 SCORES = ("avg_gap", "bar")
 
-# Rows per compiled evaluation pass; inputs are zero-padded to a multiple of it (the experiment's
-# config key `eval_chunk`). A smaller chunk saves padded work on small inputs; it is another compiled
-# shape, so metrics can differ from the default's at the float level.
+# Rows per compiled evaluation pass (config key `eval_chunk`; inputs zero-padded to a multiple): another chunk is
+# another compiled shape, so metrics can differ at the float level.
 EVAL_CHUNK = 2048
 
 
@@ -44,9 +43,7 @@ def collect_outputs(predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray
                     chunk: int = EVAL_CHUNK) -> Outputs:
   """predict(x) -> (logits, feats) over `chunk`-row calls on the train and test inputs (`core.batched_apply`:
   one compiled shape for both)."""
-  lt, ft = core.batched_apply(predict, task.x_train, chunk)
-  le, fe = core.batched_apply(predict, task.x_test, chunk)
-  return Outputs(lt, ft, le, fe)
+  return Outputs(*core.batched_apply(predict, task.x_train, chunk), *core.batched_apply(predict, task.x_test, chunk))
 
 
 def _acc(logits: np.ndarray, y: np.ndarray) -> float:
@@ -64,8 +61,7 @@ def unlearning_metrics(out: Outputs, task: UnlearningTask) -> dict[str, float]:
     m["TA_r"] = _acc(out.logits_test[~mask], task.y_test[~mask])
     m["TA_f"] = _acc(out.logits_test[mask], task.y_test[mask])
   # Attackers are fitted on the unlearned model's own outputs (members: retained rows).
-  perm = np.random.default_rng(0).permutation(r.size)
-  rr = r[perm]
+  rr = r[np.random.default_rng(0).permutation(r.size)]
   m["MIA"] = mia_lib.svc_mia_efficacy(out.logits_train[rr], y[rr], out.logits_test, task.y_test,
                                       out.logits_train[f], y[f])
   m["MIA_AUC"] = (mia_lib.loss_mia_auc(out.logits_train[f], y[f], out.logits_test, task.y_test)
@@ -128,9 +124,8 @@ def divergences(out: Outputs, ref: Outputs, task: UnlearningTask) -> dict[str, f
 
 def representation_checks(out: Outputs, original: Outputs, task: UnlearningTask, *, seed: int = 0,
                           max_rows: int = 400) -> dict[str, float]:
-  """Forget-label linear probe (%) on the (unlearned) representations (fitted on half of D_f plus as many
-  D_r rows, scored on the other half; high = forgotten labels still decodable) and linear CKA to the
-  original representations on D_r and D_f."""
+  """Forget-label linear probe (%) on the representations (fit on half of D_f plus as many D_r rows, scored on
+  the other half; high = still decodable) and linear CKA to the original's on D_r and D_f."""
   rng = np.random.default_rng([seed, 17])
   y = np.asarray(task.y_probe_train if task.y_probe_train is not None else task.y_train)
   f = rng.permutation(task.forget_idx)[: 2 * max_rows]

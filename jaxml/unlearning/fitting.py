@@ -19,8 +19,7 @@ CHUNK = 1024
 
 
 class FitOutput(NamedTuple):
-  """params: trained; wall_s: whole run incl. compile; steady_s: estimated run time without the
-  first (compiling) step; num_steps; final_loss: mean loss of the last log window."""
+  """params; wall_s (incl. compile); steady_s (without the compiling first step); num_steps; final_loss."""
 
   params: Any
   wall_s: float
@@ -60,10 +59,8 @@ def fit_params(key: Hashable, loss_fn: Callable, params: Any, batch_fn: Callable
                seed: int, lr: float, train_config: Mapping[str, Any] | None = None, extra: Any = None,
                frozen: tuple[str, ...] = (), cache: MutableMapping[Hashable, Any] | None = None,
                name: str = "unlearn", progress: bool = False, mesh: Any = None) -> FitOutput:
-  """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train`, timing the run.
-
-  `train_config`: the loop keys of `core.loop_config` (default Adam); `lr` is injected as an array. The
-  `core.TrainSteps` is cached under `key` (naming everything the loss closure reads), the optimizer and `frozen`."""
+  """Trains `params` with `loss_fn(params, batch, rng, extra)` through `core.train` (default Adam, `lr` injected as
+  an array), timing it; the trainer is cached under `key` (all the loss closure reads), optimizer and `frozen`."""
   if num_steps <= 0:
     return FitOutput(params, 0.0, 0.0, 0, float("nan"))
   given = {k: v for k, v in dict(train_config or {}).items() if v}

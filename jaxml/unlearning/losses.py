@@ -47,11 +47,8 @@ def retain_loss(t_fn: TransformFn, z_r: jax.Array, rng: jax.Array, *, num_sample
 
 def forget_loss(t_fn: TransformFn, z_f: jax.Array, w_f: jax.Array, z_ref: jax.Array, rng: jax.Array, *,
                 num_samples: int = 1, noise_scale: float = 0.0) -> jax.Array:
-  """L_f: mean over forget rows and reference rows of the squared distance ||T(z~_f) - z_ref||^2.
-
-  Uses the exact identity mean_j ||a - r_j||^2 = ||a - rbar||^2 + mean_j ||r_j - rbar||^2,
-  so the cost is O(B D) instead of O(B^2 D). z_f: [B, D], w_f: [B], z_ref: [B_ref, D].
-  """
+  """L_f: mean over forget and reference rows of ||T(z~_f) - z_ref||^2, in O(B D) by the exact identity
+  mean_j ||a - r_j||^2 = ||a - rbar||^2 + mean_j ||r_j - rbar||^2. z_f: [B, D], w_f: [B], z_ref: [B_ref, D]."""
   zt = perturb(z_f, rng, num_samples, noise_scale)
   out = t_fn(zt.reshape(-1, zt.shape[-1])).reshape(zt.shape)          # [B, M, D]
   ref_mean = jnp.mean(z_ref, axis=0)

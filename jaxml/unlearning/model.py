@@ -61,22 +61,14 @@ def MLPClassifier(num_classes: int, features: Sequence[int] = (256, 128)) -> Cla
   return Classifier(MLPEncoder(tuple(features)), num_classes)
 
 
-def _encode(module: nn.Module, x: jax.Array) -> jax.Array:
-  return module.encoder(x)
-
-
-def _head(module: nn.Module, z: jax.Array) -> jax.Array:
-  return module.head(z)
-
-
 def encode(model: nn.Module, params: Params, x: jax.Array) -> jax.Array:
   """z = g(x): [B, ...] -> [B, D]; `params` is the full {'encoder', 'head'} tree."""
-  return model.apply({"params": params}, x, method=_encode)
+  return model.apply({"params": params}, x, method=lambda module, v: module.encoder(v))
 
 
 def head_logits(model: nn.Module, params: Params, z: jax.Array) -> jax.Array:
   """h(z) = z W + b: [B, D] -> [B, C]."""
-  return model.apply({"params": params}, z, method=_head)
+  return model.apply({"params": params}, z, method=lambda module, v: module.head(v))
 
 
 def head_kernel(params: Params) -> jax.Array:

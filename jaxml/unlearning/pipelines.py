@@ -1,13 +1,6 @@
 """The shared pieces of the baselines (CE, KL, batches, one timed fit) and the multi-stage ones, each a
-`run(Run) -> FitOutput`:
-
-  retrain  CE on D_r from a fresh init with the original recipe (gold standard)
-  emmn     zero-shot: error-max / error-min noise against the frozen model, then impair / repair
-  sisa     S shard models (mean softmax); retrains the shards that held forget rows (Bourtoule et al. 2021)
-  unsir    error-maximising noise, then impair and repair, SGD with momentum (Tarun et al. 2023)
-  gkt      zero-shot: generator vs fresh student distillation against the original, gated, plus
-           attention transfer on z (Chundawat et al. 2023)
-"""
+`run(Run) -> FitOutput`: retrain, emmn, sisa (Bourtoule et al. 2021), unsir (Tarun et al. 2023) and gkt
+(Chundawat et al. 2023), each described at its `run_*`."""
 
 import time
 from typing import Any, Callable, Mapping, MutableMapping, NamedTuple
@@ -49,9 +42,8 @@ class NotApplicable(ValueError):
 
 
 class Run(NamedTuple):
-  """One baseline run: its settings, the classifier, the trained parameters it starts from, the task, seed,
-  compile cache and `core.train` settings; `steps` and `data` (a spec's step count and what its `prepare`
-  computed) once the driver has them."""
+  """One baseline run: settings, classifier, starting parameters, task, seed, compile cache, `core.train`
+  settings; `steps` and `data` (what the spec's `prepare` computed) once the driver has them."""
 
   hp: Mapping[str, Any]
   model: nn.Module
@@ -98,11 +90,12 @@ def retain_ce_loss(model: nn.Module) -> Callable:
   return loss_fn
 
 
-def rf_batches(r: Run, *, retain: bool = True, forget: bool = True,
-               retain_idx: np.ndarray | None = None) -> Callable[[int], dict]:
-  """Batches {xr, yr, ir} from D_r (or `retain_idx`) and {xf, yf, wf, if} from D_f (ir / if = row indices)."""
+def rf_batches(r: Run, *, retain: bool = True, forget: bool = True, retain_idx: np.ndarray | None = None,
+               retain_stream: int = 2) -> Callable[[int], dict]:
+  """Batches {xr, yr, ir} from D_r (or `retain_idx`, seeded stream `retain_stream`) and {xf, yf, wf, if} from D_f
+  (ir / if = row indices)."""
   task, bsz = r.task, r.hp["batch_size"]
-  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, r.seed, 2)
+  r_stream = index_stream(task.retain_idx if retain_idx is None else retain_idx, bsz, r.seed, retain_stream)
   f_stream = index_stream(task.forget_idx, bsz, r.seed, 1)
 
   def batch_fn(step):
@@ -125,19 +118,14 @@ def train_classifier(hp: Mapping[str, Any], model: nn.Module, task: UnlearningTa
                      train_config: Mapping[str, Any] | None = None) -> FitOutput:
   """CE training from a fresh init on the given training rows (original model or Retrain)."""
   params = model.init(jax.random.key(seed), jnp.asarray(task.x_train[:1]))["params"]
-  stream = index_stream(np.asarray(rows), hp["batch_size"], seed, 0)
-
-  def batch_fn(step):
-    r, _ = stream(step)
-    x, y = _take(task, r)
-    return {"xr": x, "yr": y, "ir": r.astype(np.int32)}
-
+  run = Run(hp, model, None, task, seed, cache, train_config)
+  batch_fn = rf_batches(run, forget=False, retain_idx=np.asarray(rows), retain_stream=0)
   steps = steps_for_epochs(len(rows), hp["batch_size"], hp["epochs"])
-  return fit(Run(hp, model, None, task, seed, cache, train_config), "train", params, retain_ce_loss(model), batch_fn,
-             steps, name=name)
+  return fit(run, "train", params, retain_ce_loss(model), batch_fn, steps, name=name)
 
 
 def run_retrain(r: Run) -> FitOutput:
+  """Retrain, the gold standard: CE on D_r from a fresh init with the original recipe."""
   return train_classifier(r.hp, r.model, r.task, r.task.retain_idx, seed=r.seed, cache=r.cache, name="retrain",
                           train_config=r.train_config)
 
@@ -176,7 +164,7 @@ def _fit_noise(r: Run, key: str, labels: np.ndarray, batch: dict, offset: int, c
 
 
 def run_emmn(r: Run) -> FitOutput:
-  """Zero-shot (no training data): noise learnt against the frozen model, then impair / repair."""
+  """EMMN, zero-shot (no training data): error-max / error-min noise against the frozen model, then impair / repair."""
   hp, task, model = r.hp, r.task, r.model
   _needs_classes("emmn", task)
   k, forget = hp["noise_per_class"], list(task.forget_classes)
@@ -206,9 +194,8 @@ def shard_of(n: int, shards: int, seed: int) -> np.ndarray:
 
 
 def run_sisa(r: Run) -> FitOutput:
-  """SISA: shard models trained on disjoint shards of D; an unlearning request retrains (from a fresh
-  init, on the shard's retained rows) only the shards that hold forget rows. The shards without
-  forget rows are trained before the request (deployment time, not counted); params are stacked."""
+  """SISA: shard models on disjoint shards of D (predict: mean softmax); a request retrains from a fresh init only the
+  shards holding forget rows (the others predate it, their time not counted); params are stacked."""
   hp, task = r.hp, r.task
   n, shards = task.x_train.shape[0], hp["shards"]
   sid = shard_of(n, shards, r.seed)
@@ -223,8 +210,8 @@ def run_sisa(r: Run) -> FitOutput:
     models.append(fit_s.params)
     timed += [fit_s] if s in affected else []
   stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
-  wall, steady = sum(f.wall_s for f in timed), sum(f.steady_s for f in timed)
-  return FitOutput(stacked, wall, steady, max(sum(f.num_steps for f in timed), 1), float("nan"))
+  return FitOutput(stacked, sum(f.wall_s for f in timed), sum(f.steady_s for f in timed),
+                   max(sum(f.num_steps for f in timed), 1), float("nan"))
 
 
 def _retain_subset(task: UnlearningTask, per_class: int, seed: int) -> np.ndarray:
@@ -285,10 +272,9 @@ def _attention(z: jax.Array) -> jax.Array:
 
 
 def _gkt_program(model: nn.Module, gen: nn.Module, hp: Mapping[str, Any]) -> Callable:
-  """run(gen_params, student_params, teacher, key, temperature, at_beta, threshold, forget_mask) -> student:
-  `cycles` x (generator_steps Adam steps ascending KL(teacher || student) on generated samples, then
-  student_steps Adam steps on KL + at_beta ||att(g_t) - att(g_s)||^2 over the samples the teacher gives
-  every forget class probability <= threshold), jitted."""
+  """Jitted run(gen, student, teacher, key, temperature, at_beta, threshold, forget_mask) -> student: `cycles` x
+  (generator steps ascending KL(teacher || student) on generated samples, then student steps on KL + at_beta
+  ||att(g_t) - att(g_s)||^2 over the samples the teacher gives every forget class probability <= threshold)."""
   f = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
   enc = lambda p, x: model_lib.encode(model, p, x)  # noqa: E731
   bsz, zd, opt = hp["batch_size"], hp["z_dim"], optax.adam(hp["lr"])
@@ -338,13 +324,12 @@ def run_gkt(r: Run) -> FitOutput:
   _needs_classes("gkt", task)
   shape = tuple(task.x_train.shape[1:])
   gen = _Generator(shape, hp["generator_hidden"])
-  forget_mask = np.isin(np.arange(task.num_classes), task.forget_classes).astype(np.float32)
   run = cached(cache, ("gkt", model, shape, structure(hp)), lambda: _gkt_program(model, gen, hp))
   k_gen, k_student, k_run = jax.random.split(jax.random.key(r.seed + 41), 3)
   gp = gen.init(k_gen, jnp.zeros((1, hp["z_dim"])))["params"]
   sp = model.init(k_student, jnp.asarray(task.x_train[:1]))["params"]
   args = (jnp.float32(hp["temperature"]), jnp.float32(hp["at_beta"]), jnp.float32(hp["threshold"]),
-          jnp.asarray(forget_mask))
+          jnp.asarray(np.isin(np.arange(task.num_classes), task.forget_classes).astype(np.float32)))
   t0 = time.perf_counter()
   compiled = cached(cache, ("gkt_compiled", model, shape, structure(hp)),
                     lambda: run.lower(gp, sp, params0, k_run, *args).compile())

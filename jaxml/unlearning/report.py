@@ -27,20 +27,18 @@ LABELS = {"ru": "RU (ours)", "ru_zs": "RU zero-shot (ours)", "ru_uniform": "RU u
 # Pseudo-method of `must_reach`: the original with the forgotten classes' logits at -inf (`runner.masked_head_shift`,
 # recorded on the original's rows): not an unlearning method, it shows where the bar's TA_r side is reachable at all.
 MASKED = "original_masked"
-# (key, header, digits, src, scale): our stricter table, then the paper's columns.
-COLUMNS = [("UA", "UA", 1, "metrics", 1.0), ("RA", "RA", 1, "metrics", 1.0), ("TA", "TA", 1, "metrics", 1.0),
-           ("TA_f", "TA_f", 1, "metrics", 1.0), ("MIA", "MIA", 1, "metrics", 1.0),
-           ("MIA_AUC", "MIA-AUC", 3, "metrics", 1.0), ("avg_gap", "Avg. Gap", 2, "metrics", 1.0),
-           ("rte", "RTE steady %", 2, "cost", 100.0), ("rte_wall", "RTE wall %", 1, "cost", 100.0),
-           ("probe_f", "probe_f", 1, "metrics", 1.0), ("CKA_r", "CKA_r", 3, "metrics", 1.0),
-           ("JS_t", "JS_t", 3, "metrics", 1.0)]
-PAPER_COLUMNS = [("RA", "Retain acc", 1, "metrics", 1.0), ("FA", "Forget acc", 1, "metrics", 1.0),
-                 ("TA_r", "Test acc (retained cl.)", 1, "metrics", 1.0),
-                 ("TA_f", "Test acc (forgotten cl.)", 1, "metrics", 1.0), ("MIA_AUC", "MIA AUC", 3, "metrics", 1.0),
-                 ("KL_t", "KL to Retrain (test)", 3, "metrics", 1.0),
-                 ("JS_t", "JS to Retrain (test)", 3, "metrics", 1.0),
-                 ("KL_f", "KL (forget)", 3, "metrics", 1.0), ("CKA_r", "CKA (retain)", 3, "metrics", 1.0),
-                 ("steady_s", "time s", 3, "cost", 1.0), ("rte", "time / Retrain %", 2, "cost", 100.0)]
+# (key, header, digits, src, scale): our stricter table, then the paper's columns (metrics unscaled).
+COLUMNS = [(k, h, d, "metrics", 1.0) for k, h, d in (
+    ("UA", "UA", 1), ("RA", "RA", 1), ("TA", "TA", 1), ("TA_f", "TA_f", 1), ("MIA", "MIA", 1),
+    ("MIA_AUC", "MIA-AUC", 3), ("avg_gap", "Avg. Gap", 2))]
+COLUMNS += [("rte", "RTE steady %", 2, "cost", 100.0), ("rte_wall", "RTE wall %", 1, "cost", 100.0),
+            ("probe_f", "probe_f", 1, "metrics", 1.0), ("CKA_r", "CKA_r", 3, "metrics", 1.0),
+            ("JS_t", "JS_t", 3, "metrics", 1.0)]
+PAPER_COLUMNS = [(k, h, d, "metrics", 1.0) for k, h, d in (
+    ("RA", "Retain acc", 1), ("FA", "Forget acc", 1), ("TA_r", "Test acc (retained cl.)", 1),
+    ("TA_f", "Test acc (forgotten cl.)", 1), ("MIA_AUC", "MIA AUC", 3), ("KL_t", "KL to Retrain (test)", 3),
+    ("JS_t", "JS to Retrain (test)", 3), ("KL_f", "KL (forget)", 3), ("CKA_r", "CKA (retain)", 3))]
+PAPER_COLUMNS += [("steady_s", "time s", 3, "cost", 1.0), ("rte", "time / Retrain %", 2, "cost", 100.0)]
 
 
 def _cell_key(c: str) -> tuple:
@@ -58,12 +56,15 @@ def sweep_cells(rows: list[dict]) -> list[str]:
   return [c for c in cells(rows) if len(c.split("/")) == 3]
 
 
+def _sweep_by_dataset(rows: list[dict]) -> dict[str, list[str]]:
+  """{dataset: its class-sweep cells}, datasets sorted."""
+  sweep = sweep_cells(rows)
+  return {ds: [c for c in sweep if c.split("/")[0] == ds] for ds in sorted({c.split("/")[0] for c in sweep})}
+
+
 def first_sweep_cells(rows: list[dict]) -> list[str]:
   """Per dataset, the first forgotten class of the sweep (the paper's table: class 0 first)."""
-  first: dict[str, str] = {}
-  for c in sweep_cells(rows):
-    first.setdefault(c.split("/")[0], c)
-  return list(first.values())
+  return [cs[0] for cs in _sweep_by_dataset(rows).values()]
 
 
 def mean(rows: list[dict], key: str) -> float:
@@ -79,13 +80,11 @@ def _per_cell(rows: list[dict], cs: list[str], method: str, key: str) -> list[fl
 def pooled_sweep(rows: list[dict]) -> tuple[list[dict], list[str]]:
   """The sweep's rows with every forgotten class of a dataset in one cell (for the paper's columns
   as mean ± std over classes and seeds), and those cells."""
-  sweep, pooled, names = sweep_cells(rows), [], {}
-  for r in rows:
-    if r["dataset"] in sweep:
-      ds = r["dataset"].split("/")[0]
-      names[ds] = f"{ds}/class: mean ± std over {sum(c.startswith(ds + '/') for c in sweep)} forgotten classes x seeds"
-      pooled.append(r | {"dataset": names[ds]})
-  return pooled, [names[d] for d in sorted(names)]
+  sweep = set(sweep_cells(rows))
+  names = {ds: f"{ds}/class: mean ± std over {len(cs)} forgotten classes x seeds"
+           for ds, cs in _sweep_by_dataset(rows).items()}
+  pooled = [r | {"dataset": names[r["dataset"].split("/")[0]]} for r in rows if r["dataset"] in sweep]
+  return pooled, list(names.values())
 
 
 def sweep_series(rows: list[dict], dataset: str, methods,
@@ -93,7 +92,7 @@ def sweep_series(rows: list[dict], dataset: str, methods,
   """One dataset's sweep: forgotten classes, whether each is the head's class at the mean z
   (collision, from the original model's rows), and each method's metric `key` (forget accuracy by
   default) per class, mean over seeds (methods with no rows left out)."""
-  cs = [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]
+  cs = _sweep_by_dataset(rows).get(dataset, [])
   hit = [h >= 0.5 for h in _per_cell(rows, cs, "original", "mean_is_forget_class")]
   vals = {m: _per_cell(rows, cs, m, key) for m in methods}
   return [int(c.split("/")[2]) for c in cs], hit, {m: v for m, v in vals.items() if not all(np.isnan(v))}
@@ -111,8 +110,7 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
   seeds), with argmax / max-probability of h(mean z), the forget/retain overlap of z (when recorded)
   and means over colliding and other classes."""
   out = []
-  for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
-    cs = [c for c in sweep_cells(rows) if c.startswith(ds + "/")]
+  for ds, cs in _sweep_by_dataset(rows).items():
     classes = [c.split("/")[2] for c in cs]
     out += [f"\n### {ds}: forget accuracy (%) per forgotten class, mean over seeds\n",
             "| method | " + " | ".join(classes) + " | mean | colliding cl. | other cl. |",
@@ -137,44 +135,33 @@ def forget_acc_tables(rows: list[dict], methods: list[str]) -> str:
   return "\n".join(out)
 
 
-# The forgetting bar per forgotten class (`evaluate.bar_gaps`), on means over seeds.
-FA_TOL, ACC_TOL = ev.FA_TOL, ev.ACC_TOL
-
-
-def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = FA_TOL,
-               acc_tol: float = ACC_TOL) -> dict[int, dict[str, float]]:
-  """Per forgotten class of `dataset`'s sweep: the method's gaps dFA = FA - FA(Retrain),
-  dRA = RA - RA(original), dTA_r = TA_r - TA_r(original) and `ok` (1.0 when |dFA| <= fa_tol and
-  |dRA|, |dTA_r| <= acc_tol); classes without rows of the method are left out. `method` = MASKED reads
-  the masked original recorded on the original's rows."""
+def must_reach(rows: list[dict], dataset: str, method: str, *, fa_tol: float = ev.FA_TOL,
+               acc_tol: float = ev.ACC_TOL) -> dict[int, dict[str, float]]:
+  """Per forgotten class of `dataset`'s sweep (means over seeds): the method's `evaluate.bar_gaps` and `ok` (1.0
+  when the bar is met); classes without rows of the method are left out. MASKED reads the original's rows."""
   out = {}
-  for c in [c for c in sweep_cells(rows) if c.startswith(dataset + "/")]:
+  for c in _sweep_by_dataset(rows).get(dataset, []):
     of = lambda m, k: mean([r for r in rows if r["dataset"] == c and r["method"] == m], k)  # noqa: E731,B023
     accs = lambda m: {k: of(m, k) for k in ("FA", "RA", "TA", "TA_r")}  # noqa: E731,B023
     orig = accs("original")
-    if method == MASKED:
-      m = {"FA": of("original", "mask_FA"), "RA": orig["RA"] + of("original", "mask_dRA"), "TA": float("nan"),
-           "TA_r": orig["TA_r"] + of("original", "mask_dTA_r")}
-    else:
-      m = accs(method)
+    m = accs(method) if method != MASKED else {"FA": of("original", "mask_FA"), "TA": float("nan"),
+                                               "RA": orig["RA"] + of("original", "mask_dRA"),
+                                               "TA_r": orig["TA_r"] + of("original", "mask_dTA_r")}
     if np.isnan(m["FA"]):
       continue
     means = [m, accs("retrain"), orig]
-    d = ev.bar_gaps(*means)
-    d["ok"] = float(ev.bar_score(*means, fa_tol=fa_tol, acc_tol=acc_tol) <= 1.0)
-    out[int(c.split("/")[2])] = d
+    ok = float(ev.bar_score(*means, fa_tol=fa_tol, acc_tol=acc_tol) <= 1.0)
+    out[int(c.split("/")[2])] = ev.bar_gaps(*means) | {"ok": ok}
   return out
 
 
 def must_reach_table(rows: list[dict], methods: list[str]) -> str:
-  """Per dataset of the sweep and method: classes meeting `must_reach`, and per class the gaps
-  dFA / dRA / dTA_r (a failing class marked *); the masked original (MASKED) is added as a last,
-  diagnostic row where the rows record it."""
-  out = [f"\n### Must reach: |FA - FA(Retrain)| <= {FA_TOL:g}, |RA - RA(orig.)| and |TA_r - TA_r(orig.)| <= "
-         f"{ACC_TOL:g} per forgotten class (cells: dFA / dRA / dTA_r)\n"]
-  for ds in sorted({c.split("/")[0] for c in sweep_cells(rows)}):
-    res = {m: must_reach(rows, ds, m) for m in [*methods, MASKED]}
-    res = {m: v for m, v in res.items() if v}
+  """Per dataset of the sweep and method: classes meeting `must_reach` and per class dFA / dRA / dTA_r (a failing
+  class marked *); the masked original (MASKED) last, as a diagnostic, where the rows record it."""
+  out = [f"\n### Must reach: |FA - FA(Retrain)| <= {ev.FA_TOL:g}, |RA - RA(orig.)| and |TA_r - TA_r(orig.)| <= "
+         f"{ev.ACC_TOL:g} per forgotten class (cells: dFA / dRA / dTA_r)\n"]
+  for ds in _sweep_by_dataset(rows):
+    res = {m: v for m in [*methods, MASKED] if (v := must_reach(rows, ds, m))}
     classes = sorted({c for v in res.values() for c in v})
     out += ["| " + ds + " | classes met | " + " | ".join(str(c) for c in classes) + " |",
             "|---" * (len(classes) + 2) + "|"]
@@ -197,10 +184,9 @@ def _gap(rows: list[dict], cell: str, method: str, src: str = "metrics", key: st
 
 
 def gap_summary(rows: list[dict], baselines: list[str], zero_shot: list[str]) -> str:
-  """Per 'dataset/regime' cell, the first issue's must-reach in one table: RU's and the uniform
-  target's Avg. Gap (mean ± std over seeds), the best of `baselines` by mean Avg. Gap and whether RU is
-  at or below it, RU's steady run time / Retrain's (%), and RU zero-shot against the best of the other
-  `zero_shot` methods. Methods without rows in a cell are left out of its comparison."""
+  """Per 'dataset/regime' cell: RU's and the uniform target's Avg. Gap (mean ± std over seeds), the best of
+  `baselines` by mean Avg. Gap and whether RU is at or below it, RU's RTE (%), and RU zero-shot against the best
+  of `zero_shot`. Methods without rows in a cell are left out of its comparison."""
   def ms(v: list[float], scale: float = 1.0, digits: int = 2) -> str:
     return f"{scale * np.mean(v):.{digits}f} ± {scale * np.std(v):.{digits}f}" if v else "n/a"
 
@@ -222,9 +208,8 @@ def gap_summary(rows: list[dict], baselines: list[str], zero_shot: list[str]) ->
 
 
 def paper_summary(rows: list[dict], methods: list[str]) -> str:
-  """paper_summary.md: the paper's columns (mean ± std over seeds) for the first class of the sweep and over all
-  its classes, per dataset; the forget accuracy of every method per forgotten class next to the head's class at
-  the mean (the collision); which classes meet the forgetting bar (`must_reach`)."""
+  """paper_summary.md: the paper's columns (mean ± std over seeds) for the sweep's first class and over all its
+  classes, `forget_acc_tables` and `must_reach_table`."""
   pooled, pooled_cells = pooled_sweep(rows)
   return "\n".join(["## The paper's table (fixed settings)\n",
                     method_cell_table(rows, first_sweep_cells(rows), methods, PAPER_COLUMNS, LABELS)
@@ -238,11 +223,10 @@ SWEEP_METHODS = ("retrain", "ru", "ru_val", "ru_uniform", "ru_zs", "ru_zs_unifor
 
 
 def sweep_plot(rows: list[dict], methods: tuple[str, ...] = SWEEP_METHODS):
-  """Per forgotten class: forget accuracy (top; the classes the head assigns to the mean representation,
-  the collision, shaded) and test accuracy on the retained classes (bottom, the original's dashed), the
-  two sides of the forgetting bar. Returns the matplotlib figure."""
+  """Figure per forgotten class, the bar's two sides: forget accuracy (top; the head's classes at the mean
+  representation shaded) and retained-class test accuracy (bottom; the original dashed)."""
   import matplotlib.pyplot as plt
-  datasets = sorted({c.split("/")[0] for c in sweep_cells(rows)})
+  datasets = list(_sweep_by_dataset(rows))
   fig, axes = plt.subplots(2, max(len(datasets), 1), figsize=(5.5 * max(len(datasets), 1), 7.6), squeeze=False)
   panels = (("FA", "forget accuracy %", methods),
             ("TA_r", "test accuracy, retained classes %", ("original",) + methods))

@@ -1,12 +1,8 @@
-"""One entry point for every unlearning run: RU (standard and zero-shot), each baseline, Retrain and the
-original model, all with the same signature and output.
+"""One entry point for every unlearning run (RU variants, each baseline, Retrain, the original), one signature:
+`run_method("ru", {"beta": 0.1}, model, params0, task, seed=0).predict(x) -> (logits, feats)`.
 
-  out = run_method("ru", {"beta": 0.1, "lr": 1e-2}, model, params0, task, seed=0)
-  logits, feats = out.predict(x)
-
-Settings: the `api.DEFAULTS` keys for RU variants, `baselines.SPECS[name].defaults` otherwise (unknown keys
-are errors). `cache` (one per model) keeps compiled steps; float settings travel as arrays, so a grid
-compiles once. `tune` / `choose_settings` pick settings on a validation task; `compare` runs one forget split."""
+Settings: `api.DEFAULTS` for RU variants, `baselines.SPECS[name].defaults` otherwise (unknown keys are errors).
+`cache` (one per model) keeps compiled steps; float settings travel as arrays, so a grid compiles once."""
 
 import time
 from typing import Any, Callable, Hashable, Mapping, MutableMapping, NamedTuple, Sequence
@@ -19,8 +15,7 @@ from jaxml.unlearning import api, baselines
 from jaxml.unlearning import evaluate as ev
 from jaxml.unlearning import model as model_lib
 from jaxml.unlearning.defaults import ANCHOR_DEFAULTS  # ru_zs_anchor's own settings (besides api.DEFAULTS)
-from jaxml.unlearning import fitting
-from jaxml.unlearning.fitting import cached, encode_rows
+from jaxml.unlearning.fitting import CHUNK, cached, encode_rows
 from jaxml.unlearning.targets import head_probs
 from jaxml.unlearning.task import UnlearningTask
 
@@ -56,15 +51,14 @@ def _forget_accuracy(predict: Callable, task: UnlearningTask) -> float:
   rows = np.asarray(task.forget_idx)
   if not rows.size:
     return 0.0
-  logits = core.batched_apply(lambda x: predict(x)[0], task.x_train[rows], fitting.CHUNK)
+  logits = core.batched_apply(lambda x: predict(x)[0], task.x_train[rows], CHUNK)
   return 100.0 * float(np.mean(np.argmax(logits, -1) == np.asarray(task.y_train)[rows]))
 
 
 def _anchor_search(config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *, seed: int,
                    cache: MutableMapping[Hashable, Any] | None, train_config: Mapping[str, Any] | None) -> RunOutput:
-  """ru_zs_anchor: ru_zs_uniform at each identity weight of `anchor_grid`, largest first, until the forget
-  rows' accuracy is <= `anchor_tol` (else weight 0, plain ru_zs_uniform). Costs are summed over the tries
-  and the accuracy checks; `info` adds the chosen weight, the number of tries and that accuracy."""
+  """ru_zs_anchor: ru_zs_uniform at each identity weight of `anchor_grid`, largest first, until the forget rows'
+  accuracy is <= `anchor_tol` (else weight 0); costs summed over the tries, `info` adds weight, tries, accuracy."""
   cfg = dict(ANCHOR_DEFAULTS) | dict(config or {})
   grid, tol = tuple(float(g) for g in cfg.pop("anchor_grid")), float(cfg.pop("anchor_tol"))
   if float(cfg.get("identity_weight", 0.0)):
@@ -102,10 +96,8 @@ def _ru_settings(name: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
 def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any, task: UnlearningTask, *,
                seed: int, cache: MutableMapping[Hashable, Any] | None = None,
                train_config: Mapping[str, Any] | None = None) -> RunOutput:
-  """Runs method `name` from the trained classifier `params0` ("original" trains it on all rows and
-  ignores params0; "retrain" trains on the retained rows). Raises baselines.NotApplicable when a
-  method does not apply to the task (e.g. a class-level method on random forgetting).
-  `train_config`: what core.train reads besides the learning rate (optim, log_every, mesh)."""
+  """Runs method `name` from the trained classifier `params0` ("original" trains on all rows, ignoring params0);
+  `train_config`: core.train's loop keys. Raises baselines.NotApplicable when the method does not apply."""
   if name not in METHODS:
     raise ValueError(f"unknown unlearning method {name!r}; expected one of {', '.join(METHODS)}")
   if name == "ru_zs_anchor":
@@ -133,14 +125,12 @@ def run_method(name: str, config: Mapping[str, Any] | None, model, params0: Any,
 
 def tune(name: str, config: Mapping[str, Any] | None, param: str, values: Sequence[Any], model, params0: Any,
          task: UnlearningTask, reference: Mapping[str, float], *, seed: int,
-         cache: MutableMapping[Hashable, Any] | None = None,
-         train_config: Mapping[str, Any] | None = None,
+         cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
          score: Callable[[Mapping[str, float]], float] | None = None,
          eval_chunk: int = ev.EVAL_CHUNK) -> tuple[Any, dict[Any, float]]:
-  """The value of `param` among `values` with the smallest Avg. Gap to `reference` (Retrain's
-  metrics on `task`), or the smallest `score(metrics)` when given (e.g. `evaluate.scorer("bar", ...)`);
-  a diverged run scores inf. `eval_chunk`: rows per compiled evaluation pass (`evaluate.collect_outputs`).
-  Returns (best or None if not applicable, scores)."""
+  """The value of `param` among `values` with the smallest Avg. Gap to `reference` (Retrain's metrics on `task`),
+  or the smallest `score(metrics)` when given; a diverged run scores inf. Returns (best or None if not
+  applicable, scores)."""
   gaps: dict[Any, float] = {}
   for v in values:
     try:
@@ -177,11 +167,9 @@ def choose_settings(grids: Mapping[str, tuple[str, Sequence[Any]]], score_names:
                     cache: MutableMapping[Hashable, Any] | None = None,
                     train_config: Mapping[str, Any] | None = None, eval_chunk: int = ev.EVAL_CHUNK,
                     orig: RunOutput | None = None) -> tuple[dict[str, dict], dict[str, Any], RunOutput]:
-  """On a validation task: the original model (trained unless `orig` is given) and Retrain, then `tune` for every
-  method of `grids` ({method: (param, values)}, in order) by its grid's score (`score_names[m]` in `evaluate.SCORES`:
-  Avg. Gap to Retrain, or the bar score against Retrain and the original). Returns (the chosen settings
-  {method: {param: value}} of the applicable methods, a log of their scores (non-finite -> None) naming each
-  score, the original's run)."""
+  """On a validation task: the original (trained unless `orig` is given) and Retrain, then `tune` for every method
+  of `grids` ({method: (param, values)}) by its score `score_names[m]` (`evaluate.SCORES`). Returns (the chosen
+  {method: {param: value}} of the applicable methods, a log of their scores (non-finite -> None), the original)."""
   if orig is None:
     orig = run_method("original", settings["original"], model, None, task, seed=seed, cache=cache,
                       train_config=train_config)
@@ -212,9 +200,9 @@ def mean_collision(model, params: Any, task: UnlearningTask,
 
 
 def masked_head_shift(orig: ev.Outputs, task: UnlearningTask) -> dict[str, float]:
-  """The original with the forgotten classes' logits at -inf (a diagnostic; weights unchanged): `mask_FA` and
-  the shifts `mask_dRA`, `mask_dTA_r` against the unmasked original (points). Where `mask_dTA_r` exceeds the
-  bar's tolerance, forgetting the classes alone cannot meet the bar's TA_r side. Empty without forgotten classes."""
+  """The original with the forgotten classes' logits at -inf (a diagnostic): `mask_FA` and the shifts `mask_dRA`,
+  `mask_dTA_r` against the unmasked original (points); where `mask_dTA_r` exceeds the bar's tolerance, forgetting
+  alone cannot meet the bar's TA_r side. Empty without forgotten classes."""
   mask = task.test_forget_mask
   if not task.forget_classes or mask is None or not mask.any() or not task.forget_idx.size:
     return {}
@@ -281,9 +269,8 @@ def retained_flips(orig: ev.Outputs, out: ev.Outputs, task: UnlearningTask, mean
 
 def representation_overlap(model, params: Any, task: UnlearningTask, cache: MutableMapping[Hashable, Any] | None = None,
                            *, k: int = OVERLAP_K, chunk: int = 1024) -> dict[str, float]:
-  """How entangled D_f is with D_r in the original representation z (where T acts): % of retained
-  training rows with a forget row among their k nearest training rows (Euclidean in z, self
-  excluded), and % of forget rows with a retained row among theirs (nan without forget rows)."""
+  """How entangled D_f is with D_r in the original z: % of retained rows with a forget row among their k nearest
+  training rows (self excluded), and % of forget rows with a retained row among theirs."""
   if not task.forget_idx.size or not task.retain_idx.size:
     return {"retain_knn_forget": float("nan"), "forget_knn_retain": float("nan")}
   z = encode_rows(model, params, task.x_train, cache)
@@ -298,17 +285,13 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
             cache: MutableMapping[Hashable, Any] | None = None, train_config: Mapping[str, Any] | None = None,
             log: Callable[[str], None] = lambda s: None,
             eval_chunk: int = ev.EVAL_CHUNK) -> list[tuple[str, dict[str, float], dict[str, float]]]:
-  """Retrain and every method of `methods` from the original run `orig` on one forget split.
-
-  Returns (method, metrics, cost) for "original", "retrain" and each method: unlearning metrics, FA, Avg.
-  Gap, KL / JS to Retrain, the mean-target collision check, `representation_overlap`, `masked_head_shift`,
-  `retained_flips` and optional representation checks; cost = wall / steady seconds, steps and ratios to
-  Retrain (rte, rte_wall). A diverged method gets {"diverged": 1.0}. `eval_chunk`: rows per evaluation pass."""
+  """Retrain and every method of `methods` from the original run `orig` on one forget split: (method, metrics,
+  cost) for "original", "retrain" and each method (metrics: `unlearning_metrics`, FA, Avg. Gap, divergences and
+  the diagnostics above; cost: seconds, steps, ratios to Retrain). A diverged method gets {"diverged": 1.0}."""
   out: list[tuple[str, dict[str, float], dict[str, float]]] = []
   rt = run_method("retrain", settings["retrain"], model, orig.params, task, seed=seed, cache=cache,
                   train_config=train_config)
-  out_orig, out_rt = (ev.collect_outputs(orig.predict, task, eval_chunk),
-                      ev.collect_outputs(rt.predict, task, eval_chunk))
+  out_orig, out_rt = (ev.collect_outputs(r.predict, task, eval_chunk) for r in (orig, rt))
   ref = ev.unlearning_metrics(out_rt, task)
   coll = mean_collision(model, orig.params, task, cache) | representation_overlap(model, orig.params, task, cache)
   coll |= masked_head_shift(out_orig, task)
@@ -317,12 +300,9 @@ def compare(methods: Sequence[str], settings: Mapping[str, Mapping[str, Any]], m
 
   def record(method, outputs, run):
     m = ev.unlearning_metrics(outputs, task)
-    m["FA"] = 100.0 - m["UA"]
-    m["avg_gap"] = ev.avg_gap(m, ref)
-    m |= coll
+    m |= {"FA": 100.0 - m["UA"], "avg_gap": ev.avg_gap(m, ref)} | coll
     m |= {f"ru_{k}": v for k, v in (run.info or {}).items()}
-    m |= ev.divergences(outputs, out_rt, task)
-    m |= retained_flips(out_orig, outputs, task, coll["head_mean_argmax"])
+    m |= ev.divergences(outputs, out_rt, task) | retained_flips(out_orig, outputs, task, coll["head_mean_argmax"])
     if representation_checks:
       m |= ev.representation_checks(outputs, out_orig, task, seed=seed)
     cost = {"wall_s": run.wall_s, "steady_s": run.steady_s, "steps": run.num_steps,

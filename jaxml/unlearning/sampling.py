@@ -1,9 +1,5 @@
-"""Host-side batch builders for unlearning: fixed-size batches drawn from index sets.
-
-`index_stream(idx, batch_size, seed, stream)` -> `rows_at(step) -> (rows [B], weights [B])` over endless
-seeded permutations (random access keeps resume exact; an empty set gives weight 0). Float settings
-travel in the batch (`with_values` / `value`), so one compiled step serves a grid; `structure` names
-what does shape the step."""
+"""Host-side batch builders for unlearning: fixed-size batches drawn from index sets, and the float settings
+that travel in the batch (`with_values` / `value`) so one compiled step serves a grid."""
 
 from typing import Any, Callable, Mapping
 
@@ -19,7 +15,8 @@ def steps_for_epochs(num_rows: int, batch_size: int, epochs: float, *, minimum: 
 
 def index_stream(idx: np.ndarray, batch_size: int, seed: int,
                  stream: int = 0) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
-  """Seeded random-access batches of rows of `idx` (see module docstring)."""
+  """rows_at(step) -> (rows [B], weights [B]) of `idx` over endless seeded permutations (random access keeps
+  resume exact; an empty set gives weight 0)."""
   idx = np.asarray(idx, np.int64)
   n = idx.shape[0]
 
@@ -54,15 +51,14 @@ def feature_batches(z: np.ndarray, retain_idx: np.ndarray, forget_idx: np.ndarra
 
 
 def structure(hp: Mapping[str, Any]) -> tuple:
-  """The part of a run's settings that shapes its compiled step: every non-float value (sizes,
-  step counts, flags). Float hyper-parameters never enter a loss closure: they ride in the batch
-  (`with_values`) or in the optimizer state (learning rates), so one compiled step serves a grid."""
+  """The part of a run's settings that shapes its compiled step: every non-float value (sizes, step counts, flags);
+  floats ride in the batch (`with_values`) or the optimizer state (learning rates)."""
   return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in hp.items() if not isinstance(v, float)))
 
 
 def with_values(batch_fn: Callable[[int], dict], rows: int, **values: float) -> Callable[[int], dict]:
-  """Adds float hyper-parameters to every batch as `hp_<name>` [rows] (one value repeated, so a
-  row-sharded batch stays valid); a loss reads them with `value(batch, name)`."""
+  """Adds float hyper-parameters to every batch as `hp_<name>` [rows] (repeated, so a row-sharded batch stays
+  valid); a loss reads them with `value(batch, name)`."""
   consts = {f"hp_{k}": np.full(rows, v, np.float32) for k, v in values.items()}
   return lambda step: batch_fn(step) | consts
 

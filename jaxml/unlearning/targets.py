@@ -1,9 +1,5 @@
-"""Where Representation Unlearning sends the forget rows, and the class statistics it stores.
-
-The reference target is the mean training representation (zero-shot: the prior mixture of head rows);
-`uniform_target` is our extension's point nearest it where the frozen head is uniform over the
-retained classes; `target_info` is the collision check (the head's class at the mean and at the target).
-"""
+"""Where Representation Unlearning sends the forget rows (the reference: the mean representation; our
+`uniform_target`), the class statistics it stores, and the collision check `target_info`."""
 
 from typing import Any, Sequence
 
@@ -51,9 +47,8 @@ def class_statistics(y_train: np.ndarray, num_classes: int, forget_classes: Sequ
 
 def target_info(model: nn.Module, model_params: Any, mean: np.ndarray, target: np.ndarray,
                 forget_classes: Sequence[int]) -> dict[str, float]:
-  """The collision check: argmax / max-probability of h at the mean representation and at the
-  forget target actually used, and whether the head's class there is a forgotten one (nan when no
-  class is forgotten). With target == mean (the reference) the two coincide."""
+  """The collision check: argmax / max-probability of h at the mean representation and at the forget target,
+  and whether the head's class there is a forgotten one (nan when no class is forgotten)."""
   out = {}
   for name, z in (("mean", mean), ("target", target)):
     p = head_probs(model, model_params, z)

@@ -1,8 +1,5 @@
-"""The representation transform T_phi: R^D -> R^D that unlearning trains (and only it).
-
-* `linear`:   z' = A z + c, identity at init.
-* `residual`: z' = z + U relu(V z + a) + b, U, b zero (identity at init); the default (our choice).
-* `mlp`:      the reference code's plain MLP D -> ... -> D, random init, no skip."""
+"""The representation transform T_phi: R^D -> R^D that unlearning trains (and only it): `linear` and `residual`
+(the default, our choice) are the identity at init; `mlp` is the reference code's."""
 
 from typing import Sequence
 
