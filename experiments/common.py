@@ -1,23 +1,23 @@
 """Launcher plumbing shared by every experiment: flags, workdir files, results.json, plots.
 
-Every run writes into --workdir: config.json (the resolved config), metrics.jsonl (one JSON line per logged
-step), events.out.tfevents.* (unless `tensorboard=False`), *.png, results.json ({"experiment", "preset",
-"rows": [{"method", "dataset", "split", "seed", "metrics", "cost"}], "wall_s", "env"}, written atomically
-at the end) and .lock (see lock_workdir). A killed run resumes from its last checkpoint when relaunched.
-Strict configs: a `--config.<key>` override that the experiment's `plan` does not read fails (exit 2).
-The persistent compilation cache lives in $JAXML_CACHE_DIR/jax_cache (`--nocompilation_cache` turns it off)."""
+Every run writes into --workdir: config.json (the resolved config), metrics.jsonl (a JSON line per logged step),
+events.out.tfevents.* (unless `tensorboard=False`), *.png, results.json ({"experiment", "preset", "rows": [{"method",
+"dataset", "split", "seed", "metrics", "cost"}], "wall_s", "env"}, written atomically last) and .lock (lock_workdir).
+A killed run resumes from its last checkpoint. Strict configs: a `--config.<key>` override that `plan` does not read
+fails (exit 2). The persistent compilation cache: $JAXML_CACHE_DIR/jax_cache (`--nocompilation_cache`: off)."""
 
 import datetime
 import fcntl
 import json
 import math
 import os
+import pathlib
 import re
 import socket
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 import jax
 import ml_collections
@@ -63,11 +63,8 @@ def define_flags() -> None:
 
 
 def enable_compilation_cache(enabled: bool = True) -> str | None:
-  """Turns on JAX's persistent compilation cache (entry points only); returns its folder or None.
-
-  Every compiled program is kept, however quick its compile: on CPU most compiles take well
-  under JAX's default one-second threshold, and together they dominate a short run.
-  """
+  """Turns on JAX's persistent compilation cache (entry points only); returns its folder or None. Every program
+  is kept, however quick its compile: on CPU most take well under JAX's 1 s threshold and together dominate."""
   if not enabled or os.environ.get("JAXML_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
     return None
   path = core.cache_dir("jax_cache")
@@ -120,16 +117,21 @@ def override_keys(argv: Iterable[str]) -> list[str]:
   return [m.group(1) for a in argv if (m := _OVERRIDE.match(a))]
 
 
-def _bad_config(e: Exception) -> None:
+def _exit(message: Any, code: int = 2, lock: int | None = None) -> NoReturn:
+  """Drops the workdir lock (closing its descriptor drops the flock), prints one `error:` line, exits."""
+  if lock is not None:
+    os.close(lock)
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(code)
+
+
+def _bad_config(e: Exception) -> NoReturn:
   """The one line (and exit 2) for an unknown or unused config key."""
-  print(f"error: bad --config override or config file ({type(e).__name__}: {e}); "
-        "check the key against the config file", file=sys.stderr)
-  sys.exit(2)
+  _exit(f"bad --config override or config file ({type(e).__name__}: {e}); check the key against the config file")
 
 
 def _check_overrides(overrides: list[str], reads: set[str], experiment: str, when: str) -> None:
-  unread = [k for k in overrides if k not in reads]
-  if unread:
+  if unread := [k for k in overrides if k not in reads]:
     _bad_config(KeyError(f"--config.{unread[0]} is not read by {experiment} {when}; it would be ignored"))
 
 
@@ -176,10 +178,9 @@ def write_json(path: str, obj: Any) -> None:
 
 def read_runs(workdirs: Iterable[str], key: Callable[[dict], tuple], *, skip: Callable[[dict], bool] = lambda r: False,
               fallback: str | None = None) -> tuple[list[dict], list[dict], list[str]]:
-  """The rows of several runs' results.json, for one merged report: (rows, each run's results dict, the
-  runs read from `fallback` because they have no results.json). Rows for which `skip` holds are dropped
-  (e.g. rows a report recomputes); a `key` seen in two runs is a ValueError, so a merge never counts a
-  cell twice."""
+  """The rows of several runs' results.json, for one merged report: (rows, each run's results dict, the runs read
+  from `fallback` for lack of a results.json). Rows where `skip` holds are dropped (e.g. rows a report recomputes);
+  a `key` seen in two runs is a ValueError, so a merge never counts a cell twice."""
   rows, results, unfinished, seen = [], [], [], set()
   for w in workdirs:
     path = os.path.join(w, "results.json")
@@ -200,11 +201,9 @@ def read_runs(workdirs: Iterable[str], key: Callable[[dict], tuple], *, skip: Ca
 
 
 def lock_workdir(workdir: str) -> int:
-  """Makes `workdir` this run's own: returns the descriptor of its held lock (keep it open).
-
-  An exclusive `fcntl.flock` on `<workdir>/.lock`: a second launch on a live run's workdir raises
-  WorkdirBusyError; the kernel drops the lock when its process dies, so a killed run's lock is taken over
-  (the file is never deleted). Also removes write_json's half-written temporary files."""
+  """Makes `workdir` this run's own: returns the descriptor of its held lock (keep it open). An exclusive `flock`
+  on `<workdir>/.lock`, WorkdirBusyError while a live run holds it; the kernel drops it when its process dies, so a
+  killed run's lock is taken over. Also removes write_json's half-written temporary files."""
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, LOCK_FILE)
   fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -218,10 +217,8 @@ def lock_workdir(workdir: str) -> int:
   os.ftruncate(fd, 0)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
   os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {stamp}\n".encode(), 0)
-  for folder, _, files in os.walk(workdir):
-    for f in files:
-      if f.startswith(_TMP_PREFIX) and f.endswith(_TMP_SUFFIX):
-        os.remove(os.path.join(folder, f))
+  for tmp in pathlib.Path(workdir).rglob(f"{_TMP_PREFIX}*{_TMP_SUFFIX}"):
+    tmp.unlink()
   return fd
 
 
@@ -247,10 +244,8 @@ def _check_rows(rows: Any) -> list[dict[str, Any]]:
 
 def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
            plan: Callable[[Any], Any] | None = None, argv: Any = None) -> None:
-  """Runs `run(config, workdir)` and writes config.json and results.json.
-
-  `plan(config)` (a pure function reading every key the run uses) runs before the workdir is touched, so bad
-  input leaves nothing behind and exits with one readable line."""
+  """Runs `run(config, workdir)` and writes config.json and results.json; `plan(config)` (pure, reading every key
+  the run uses) runs before the workdir is touched, so bad input leaves nothing behind and exits with one line."""
   del argv
   if not FLAGS["verbosity"].present:  # orbax logs every save at INFO; keep the console readable
     logging.set_verbosity(logging.WARNING)
@@ -265,13 +260,11 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
   # Every MetricWriter of this run (however deep in a pipeline) follows the config's one switch.
   os.environ[core.metrics.TENSORBOARD_ENV] = "1" if config.get("tensorboard", True) else "0"
   overrides = override_keys(sys.argv[1:])
-  try:
-    if plan is not None:
-      plan(config)
-  except (ValueError, FileNotFoundError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   if plan is not None:
+    try:
+      plan(config)
+    except (ValueError, FileNotFoundError) as e:
+      _exit(e)
     _check_overrides(overrides, reads, experiment, "with these settings")
   main = jax.process_index() == 0
   created = not os.path.exists(workdir)
@@ -281,8 +274,7 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
     try:
       lock = lock_workdir(workdir)
     except WorkdirBusyError as e:
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(2)
+      _exit(e)
     print(f"[{experiment}] preset={config.get('preset', '')} workdir={workdir} "
           f"processes={jax.process_count()} devices={jax.device_count()}", flush=True)
     write_json(config_path, config_dict)
@@ -290,9 +282,7 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
   try:
     rows = _check_rows(run(config, workdir))
   except core.NonFiniteLossError as e:
-    _unlock(lock)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(3)
+    _exit(e, 3, lock)
   except (ValueError, FileNotFoundError) as e:
     # Bad input found inside run(): leave no trace of this run behind.
     if main and os.path.exists(config_path) and set(os.listdir(workdir)) <= {"config.json", LOCK_FILE}:
@@ -300,9 +290,7 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
       if created:
         os.remove(os.path.join(workdir, LOCK_FILE))
         os.rmdir(workdir)
-    _unlock(lock)
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    _exit(e, 2, lock)
   if main and os.environ.get("JAXML_CONFIG_READS"):
     write_json(os.environ["JAXML_CONFIG_READS"], {"experiment": experiment, "leaves": config_leaves(config),
                                                    "read": sorted(reads)})
@@ -316,10 +304,6 @@ def launch(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
     write_json(os.path.join(workdir, "results.json"), results)
     print(f"[{experiment}] wrote {os.path.join(workdir, 'results.json')} ({len(rows)} rows, "
           f"{results['wall_s']:.1f}s)", flush=True)
-  _unlock(lock)
-
-
-def _unlock(lock: int | None) -> None:
   if lock is not None:
     os.close(lock)   # closing the descriptor drops the flock
 
@@ -329,22 +313,17 @@ def _parse_flags(argv: list[str]) -> list[str]:
   try:
     return FLAGS(argv)
   except flags.Error as e:
-    print(f"error: {e}\nusage: python -m experiments.<name> --config=configs/<name>.py:<preset> "
-          "--workdir=DIR [--config.key=value ...]", file=sys.stderr)
-    sys.exit(2)
+    _exit(f"{e}\nusage: python -m experiments.<name> --config=configs/<name>.py:<preset> "
+          "--workdir=DIR [--config.key=value ...]")
   except (KeyError, AttributeError, ValueError, TypeError) as e:
     _bad_config(e)
 
 
 def run_main(run: Callable[[Any, str], list[dict[str, Any]]], *, experiment: str,
              plan: Callable[[Any], Any] | None = None) -> None:
-  """The whole entry point of an experiment: define the flags, parse them, launch `run`.
-
-  Call it under `if __name__ == "__main__":` only, so importing an experiment module (e.g. a
-  benchmark reusing its model) defines no required flags.
-  """
+  """The whole entry point of an experiment: define the flags, parse them, launch `run`. Call it under
+  `if __name__ == "__main__":` only, so importing an experiment module (e.g. from a benchmark) defines no flags."""
   from absl import app
   define_flags()
-  # _parse_flags: one clear line for an unknown config key or a bad flag
   app.run(lambda argv: launch(run, experiment=experiment, plan=plan, argv=argv),
           flags_parser=_parse_flags)

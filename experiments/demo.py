@@ -1,8 +1,7 @@
 """The quickstart (`make demo`): every registered experiment's smoke preset, then one markdown report.
 
   python -m experiments.demo --workdir=runs/demo [--only=mlp_digits,sol_ordinal] [--jobs=2]
-
-Runs `--jobs` experiments at once (default: CPU cores, at most 4); output lines carry the experiment's name."""
+"""
 
 import os
 import subprocess
@@ -18,7 +17,6 @@ flags.DEFINE_string("workdir", "runs/demo", "Root folder; each experiment writes
 flags.DEFINE_list("only", None, "Run only these experiments.")
 flags.DEFINE_integer("jobs", None, "Experiments run at once (default: CPU cores, at most 4).")
 
-# Each method's smoke preset is registered here as it lands.
 DEMOS = ("mlp_digits", "smile_uci", "emf_generate", "sol_ordinal", "unlearning", "eviprobe_graphs", "causal_reward")
 _PRINT = threading.Lock()
 
@@ -45,8 +43,7 @@ def run_one(name: str, workdir: str, prefix: bool) -> int:
 def main(argv):
   del argv
   names = FLAGS.only or list(DEMOS)
-  unknown = sorted(set(names) - set(DEMOS))
-  if unknown:
+  if unknown := sorted(set(names) - set(DEMOS)):
     print(f"error: unknown demo(s) {unknown}; registered: {', '.join(DEMOS)}", file=sys.stderr)
     sys.exit(2)
   jobs = FLAGS.jobs or min(os.cpu_count() or 1, 4)

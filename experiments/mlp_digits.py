@@ -1,8 +1,5 @@
-"""MLP vs linear softmax classifier on sklearn digits: the template experiment.
-
-config -> plan (every key read here, before anything is written) -> data -> `jaxml.classifier`
-method -> `core.train` (resumable per method and seed) -> rows -> results.json + plot.
-"""
+"""MLP vs linear softmax classifier on sklearn digits, the template experiment: config -> plan (every key read
+before anything is written) -> data -> `jaxml.classifier` -> `core.train` (resumable) -> rows, plot."""
 
 from typing import Any, NamedTuple
 

@@ -92,10 +92,8 @@ def scatter_cells(rows: list[dict], *, cells: list[str], x: tuple[str, str, floa
 
 
 def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
-  """A matplotlib figure of generated samples: `panels[i][j] = (title, samples or None)`.
-
-  kind: 'scatter' ([n, 2]), 'image' (8x8, the first 16), 'curves' (the first 4 rows of [n, L]),
-  'clouds' (3 point clouds [n, P, 3] as x-y scatters)."""
+  """A figure of generated samples `panels[i][j] = (title, samples or None)`; kind: 'scatter' ([n, 2]), 'image'
+  (8x8, the first 16), 'curves' (the first 4 rows of [n, L]), 'clouds' (3 point clouds [n, P, 3] as x-y scatters)."""
   from einops import rearrange
   plt = _pyplot()
   depth = 3 if kind == "clouds" else 1
@@ -103,12 +101,11 @@ def sample_grid(panels: list[list[tuple[str, np.ndarray | None]]], kind: str):
   size = {"scatter": (2.0, 2.0), "image": (1.9, 2.2), "curves": (1.9, 2.2), "clouds": (1.9, 5.5 / 3)}[kind]
   fig, axes = plt.subplots(nrow, ncol, figsize=(size[0] * ncol, size[1] * nrow), squeeze=False)
   for i, line in enumerate(panels):
+    plt.setp(axes[i * depth:(i + 1) * depth, :len(line)], xticks=[], yticks=[])
     for j, (title, x) in enumerate(line):
       ax = axes[i * depth, j]
       if i == 0:
         ax.set_title(title, fontsize=8 if kind == "scatter" else 7)
-      for a in axes[i * depth:(i + 1) * depth, j]:
-        a.set_xticks([]), a.set_yticks([])
       if x is None:
         continue
       if kind == "scatter":

@@ -1,10 +1,5 @@
-"""results.json rows -> markdown tables, paired tests and plots, on pandas and scipy.stats.
-
-Rows are `common.row` dicts (method, dataset, split, seed, metrics, cost). `frame` makes a DataFrame;
-`fmt_mean_std` (the one "m ± s" formatter), `markdown_table` and `method_cell_table` come from
-`jaxml.metrics.tables`, which the method packages' summaries share; `table` (one results.json, the CLI),
-`pivot_table`, `paired` / `sign_test` / `compare` (paired tests), `best_by` (validation choice),
-`paired_summary`, `ours_vs_best`, `mean_se_table`, `mean_table`, `cost_medians`.
+"""`common.row` rows -> markdown tables, paired tests and plots, on pandas and scipy.stats; the formatters come
+from `jaxml.metrics.tables` (shared with the method packages' summaries), the figures from `experiments.plots`.
 
   python -m experiments.report --workdirs runs/a,runs/b [--out table.md] [--metrics acc,nll]
 """
@@ -17,6 +12,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
+from absl import app, flags
 from scipy import stats
 
 from jaxml.metrics import paired_values, wilcoxon_paired
@@ -50,10 +46,9 @@ def table(results: dict, metrics: list[str] | None = None) -> str:
   df, cost = frame(rows), frame(rows, "cost")
   metric_names = metrics or sorted({k for r in rows for k in r["metrics"]})
   cost_names = sorted({k for r in rows for k in r["cost"]})
-  lines = []
-  for (dataset, method), idx in df.groupby(["dataset", "method"], sort=False).groups.items():
-    lines.append([dataset, method, len(idx)] + [fmt_mean_std(_col(df.loc[idx], m)) for m in metric_names]
-                 + [fmt_mean_std(_col(cost.loc[idx], c)) for c in cost_names])
+  lines = [[dataset, method, len(idx)] + [fmt_mean_std(_col(df.loc[idx], m)) for m in metric_names]
+           + [fmt_mean_std(_col(cost.loc[idx], c)) for c in cost_names]
+           for (dataset, method), idx in df.groupby(["dataset", "method"], sort=False).groups.items()]
   env = results["env"]
   return (f"### {results['experiment']} ({results['preset']}), {results['wall_s']:.0f}s, jax {env.get('jax')} "
           f"on {env.get('devices')} {env.get('platform')}\n\n"
@@ -202,17 +197,13 @@ def _cell_means(rows: list[dict], methods: Sequence[str], cell: str, metric: str
 def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], settings: tuple[str, ...],
                  metric: str = "ood_auroc", second: str = "misc_auroc",
                  names: tuple[str, str] = ("OOD AUROC", "misclassification AUROC")) -> str:
-  """Per setting (cells named 'dataset:setting'): a table of metric (and second) in % per method,
-  then per cell the best baseline by mean metric, ours, the relative gain and a sign test over
-  paired (split, seed) rows; a pooled sign test over all cells closes the text. `names`: how the
-  two metrics are written in the text."""
+  """Per setting (cells 'dataset:setting'): a table of metric / second (`names` in the text) in % per method, then
+  per cell the best baseline, ours, the relative gain and a paired sign test; then a pooled sign test."""
   cells = sorted({r["dataset"] for r in rows})
   methods = [ours, *baselines] + sorted({r["method"] for r in rows} - {ours, *baselines})
   lines, gains, pooled_w, pooled_l = [], [], 0, 0
   for setting in [s for s in settings if any(c.endswith(":" + s) for c in cells)]:
-    scells = [c for c in cells if c.endswith(":" + setting)]
-    lines += [f"\n### Setting `{setting}` ({names[0]} / {names[1]}, %, mean ± std over splits)\n",
-              "| method | " + " | ".join(c.split(":")[0] for c in scells) + " |", "|---|" + "---|" * len(scells)]
+    scells, table_rows = [c for c in cells if c.endswith(":" + setting)], []
     for m in methods:
       vals = []
       for c in scells:
@@ -220,8 +211,9 @@ def ours_vs_best(rows: list[dict], *, ours: str, baselines: tuple[str, ...], set
         txt = "–" if not o else fmt_mean_std(o, 1, scale=100.0) + (f" / {100 * np.mean(mi):.1f}" if mi else "")
         vals.append(f"**{txt}**" if m == ours and o else txt)
       if any(v != "–" for v in vals):
-        lines.append(f"| {m} | " + " | ".join(vals) + " |")
-    lines.append("")
+        table_rows.append([m] + vals)
+    lines += [f"\n### Setting `{setting}` ({names[0]} / {names[1]}, %, mean ± std over splits)\n",
+              markdown_table(["method"] + [c.split(":")[0] for c in scells], table_rows)]
     for c in scells:
       means = _cell_means(rows, baselines, c, metric)
       if not means:
@@ -277,14 +269,12 @@ def cost_medians(rows: list[dict], methods: list[str], keys: tuple[str, ...], *,
 
 def _main(argv: list[str]) -> None:
   """The CLI: one table per run folder's results.json, printed (and written to --out)."""
-  from absl import flags
   del argv
   FLAGS = flags.FLAGS
   if not FLAGS.workdirs:
     sys.exit("error: --workdirs is required")
   out = []
-  for w in FLAGS.workdirs:
-    path = os.path.join(w, "results.json")
+  for path in (os.path.join(w, "results.json") for w in FLAGS.workdirs):
     if not os.path.exists(path):
       sys.exit(f"error: {path} does not exist")
     with open(path) as f:
@@ -297,7 +287,6 @@ def _main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-  from absl import app, flags
   flags.DEFINE_list("workdirs", None, "Comma-separated run folders holding results.json.")
   flags.DEFINE_string("out", None, "Also write the markdown here.")
   flags.DEFINE_list("metrics", None, "Metric columns to show (default: all).")

@@ -1,8 +1,5 @@
-"""A softmax classifier over flat features: the model, its loss and metrics, as a `core.Method`.
-
-Objective: mean cross-entropy  L(θ) = -1/B Σ_i log softmax(f_θ(x_i))[y_i],  f_θ an MLP
-(`kind="mlp"`) or a single linear layer (`kind="linear"`, multinomial logistic regression).
-"""
+"""A softmax classifier over flat features as a `core.Method`: mean cross-entropy -1/B Σ_i log softmax(f_θ(x_i))[y_i],
+f_θ an MLP (`kind="mlp"`) or a single linear layer (`kind="linear"`, multinomial logistic regression)."""
 
 from typing import Any, Mapping
 
@@ -30,10 +27,8 @@ def make_model(config: Mapping[str, Any]) -> nn.Module:
 
 
 def make_method(config: Mapping[str, Any]) -> core.Method:
-  """Batches are {"x": [B, D] float32, "y": [B] int32}; a dict or ConfigDict as in `make_model`.
-
-  eval_fn gives the mean NLL and accuracy of a batch; predict_fn the class probabilities [B, C].
-  """
+  """Batches are {"x": [B, D] float32, "y": [B] int32}; `config` as in `make_model`. eval_fn gives the mean NLL
+  and accuracy of a batch, predict_fn the class probabilities [B, C]."""
   model = make_model(config)
 
   def init(rng: jax.Array, batch: Mapping[str, Any]) -> Any:
@@ -44,15 +39,14 @@ def make_method(config: Mapping[str, Any]) -> core.Method:
       return model.apply({"params": params}, x)
     return model.apply({"params": params}, x, train=True, rngs={"dropout": rng})
 
-  def loss_fn(params: Any, batch: Mapping[str, Any], rng: jax.Array) -> tuple[jax.Array, dict]:
+  def loss_fn(params: Any, batch: Mapping[str, Any], rng: jax.Array | None) -> tuple[jax.Array, dict]:
     out = logits(params, batch["x"], rng)
     loss = optax.softmax_cross_entropy_with_integer_labels(out, batch["y"]).mean()
     return loss, {"accuracy": jnp.mean(out.argmax(-1) == batch["y"])}
 
   def eval_fn(params: Any, batch: Mapping[str, Any]) -> dict[str, jax.Array]:
-    out = logits(params, batch["x"])
-    return {"nll": optax.softmax_cross_entropy_with_integer_labels(out, batch["y"]).mean(),
-            "accuracy": jnp.mean(out.argmax(-1) == batch["y"])}
+    nll, metrics = loss_fn(params, batch, None)   # rng None: no dropout
+    return {"nll": nll, **metrics}
 
   def predict_fn(params: Any, batch: Mapping[str, Any]) -> jax.Array:
     return jax.nn.softmax(logits(params, batch["x"]))

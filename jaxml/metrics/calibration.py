@@ -6,10 +6,8 @@ __all__ = ["ece", "brier", "interval_coverage"]
 
 
 def ece(probs, labels, bins: int = 15) -> float:
-  """Expected calibration error of the top-label confidence, equal-width bins.
-
-  probs: [n, k] rows summing to one; labels: [n] int.
-  """
+  """Expected calibration error of the top-label confidence, equal-width bins; probs [n, k] rows summing to one,
+  labels [n] int."""
   p = np.asarray(probs, np.float64)
   y = np.asarray(labels)
   conf, pred = p.max(1), p.argmax(1)

@@ -1,8 +1,5 @@
-"""Sample-quality metrics for generative models (numpy, pure functions, seeded projections).
-
-All compare generated samples `a` with held-out real samples `b`; report each next to its
-real-vs-real floor (the same metric between two disjoint real sets of the same size).
-"""
+"""Sample-quality metrics (numpy, seeded projections) of generated samples `a` against held-out real ones `b`;
+report each next to its real-vs-real floor (the same metric between two disjoint real sets of the same size)."""
 
 import numpy as np
 
@@ -114,10 +111,8 @@ def box_coverage(x: np.ndarray, lows: np.ndarray, size: np.ndarray, *, min_share
 
 def classifier_two_sample(a: np.ndarray, b: np.ndarray, *, num_features: int = 512, scales=(0.1, 0.3, 1.0),
                           ridge: float = 1e-3, max_rows: int = 5000, seed: int = 0) -> float:
-  """Classifier two-sample test: held-out accuracy of a linear classifier on random Fourier features
-  (bandwidths = scales x median distance of b) telling `a` from `b`, fitted by ridge-regularised least
-  squares on +-1 labels (closed form, so it is fast and deterministic). Trained on a random half of the
-  pooled sets (equal sizes), scored on the other half; 0.5 = indistinguishable, 1.0 = fully separated."""
+  """Classifier two-sample test: held-out accuracy (0.5 = indistinguishable, 1.0 = separated) of a closed-form
+  ridge classifier on random Fourier features (bandwidths = scales x median distance of b), on pooled halves."""
   rng = np.random.default_rng(seed)
   n = min(len(a), len(b), max_rows)
   a = _flat(a)[rng.permutation(len(a))[:n]]

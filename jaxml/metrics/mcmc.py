@@ -1,10 +1,6 @@
-"""MCMC convergence diagnostics: split-R-hat and effective sample size from `blackjax.diagnostics`.
-
-Inputs [chains, draws, ...], outputs float64 numpy arrays of shape x.shape[2:] (blackjax runs under a scoped
-`jax.enable_x64`: log densities of ~1e3 with a spread of ~1 lose digits in float32). `split_rhat` is
-Gelman–Rubin's R̂ over the 2C half-chains (`split_chains`); `ess` is C·n / (1 + 2 Σ_t ρ̂_t) with Geyer's
-initial monotone sequence; `bulk_ess` and `rank_split_rhat` apply them to `rank_normalize`d draws
-(Vehtari et al. 2021)."""
+"""MCMC convergence diagnostics from `blackjax.diagnostics`: inputs [chains, draws, ...], float64 outputs of shape
+x.shape[2:] (blackjax runs under a scoped `jax.enable_x64`: log densities of ~1e3 lose digits in float32);
+`bulk_ess` and `rank_split_rhat` work on `rank_normalize`d draws (Vehtari et al. 2021)."""
 
 import jax
 import jax.numpy as jnp

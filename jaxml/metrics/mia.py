@@ -1,9 +1,5 @@
-"""Membership-inference attacks used to judge unlearning (numpy / scikit-learn, host side).
-
-* SVC-MIA ("MIA-Efficacy", the l1-sparse / SalUn convention): an RBF-SVC on the true-label probability,
-  retained rows as members, test rows as non-members; the % of forget rows called non-members. Judge it
-  against the retrained model's value, not against 100.
-* Loss-MIA AUC: ROC-AUC of members vs non-members by -CE; 0.5 means they cannot be told apart."""
+"""Membership-inference attacks used to judge unlearning (numpy / scikit-learn, host side). Judge SVC-MIA
+("MIA-Efficacy", the l1-sparse / SalUn convention) against the retrained model's value, not against 100."""
 
 import numpy as np
 from scipy.special import softmax

@@ -22,10 +22,8 @@ def cumulative_score(pred, target, theta: float = 1.0) -> float:
 
 
 def flag_precision_recall(flagged, corrupted) -> tuple[float, float]:
-  """Precision and recall of flagged-noisy labels against the truly corrupted ones.
-
-  Precision is NaN when nothing was flagged; recall is NaN when nothing was corrupted.
-  """
+  """Precision and recall of flagged-noisy labels against the truly corrupted ones (NaN when nothing was flagged,
+  resp. corrupted)."""
   f = np.asarray(flagged, bool)
   c = np.asarray(corrupted, bool)
   tp = float(np.sum(f & c))
@@ -47,10 +45,8 @@ def paired_values(rows, a: str, b: str, metric: str, *, key: tuple[str, ...] = (
 
 
 def wilcoxon_paired(a, b, *, alternative: str = "two-sided") -> float:
-  """p-value of the Wilcoxon signed-rank test on paired samples a, b (scipy).
-
-  Returns 1.0 when every difference is zero (scipy would raise) and NaN for < 2 pairs.
-  """
+  """p-value of the Wilcoxon signed-rank test on paired samples a, b (scipy); 1.0 when every difference is zero
+  (scipy would raise), NaN for < 2 pairs."""
   from scipy import stats
   a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
   if a.size < 2:

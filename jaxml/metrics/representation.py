@@ -23,11 +23,8 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
 
 def linear_probe_accuracy(z_train: np.ndarray, y_train: np.ndarray, z_test: np.ndarray, y_test: np.ndarray,
                           *, c: float = 1.0, max_iter: int = 200) -> float:
-  """% test accuracy of a multinomial logistic regression fitted on (z_train, y_train).
-
-  Features are standardised with training statistics. If the training labels hold a single
-  class the probe predicts it everywhere.
-  """
+  """% test accuracy of a multinomial logistic regression fitted on standardised (z_train, y_train); a single
+  training class is predicted everywhere."""
   from sklearn.linear_model import LogisticRegression  # lazy import
 
   z_train = np.asarray(z_train, np.float64)

@@ -4,9 +4,8 @@
     x_{k+1} = LN(y + FFN(y)),  y = LN(x_k + MHA(x_k, mask)),  FFN = W_2 GELU(W_1 .)   (post-LN BERT)
     e = normalise( sum_t m_t x_L[t] / sum_t m_t )                                       (mean pooling + L2)
 
-GELU is the exact (erf) form, as in HF `hidden_act="gelu"`. Defaults: 6 layers, hidden 384, 12 heads,
-FFN 1536, LayerNorm eps 1e-12, 512 positions, 2 token types, vocab 30522.
-"""
+GELU is the exact (erf) form, as in HF `hidden_act="gelu"`. Defaults: 6 layers, hidden 384, 12 heads, FFN 1536,
+LayerNorm eps 1e-12, 512 positions, 2 token types, vocab 30522."""
 
 import dataclasses
 
@@ -24,10 +23,9 @@ class _SelfAttention(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
-    dh = self.hidden // self.heads
     split = lambda y: rearrange(y, "b t (h d) -> b t h d", h=self.heads)  # noqa: E731
     q, k, v = (split(nn.Dense(self.hidden, name=n)(x)) for n in ("query", "key", "value"))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(dh, x.dtype))
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(self.hidden // self.heads, x.dtype))
     # Additive mask on padded keys; the large finite value keeps all-padding rows finite.
     logits = logits + jnp.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(x.dtype)
     attn = jax.nn.softmax(logits, axis=-1)
@@ -63,9 +61,8 @@ class BertEncoder(nn.Module):
 
   @nn.compact
   def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:
-    t = ids.shape[1]
     x = nn.Embed(self.vocab_size, self.hidden, name="word_embeddings")(ids)
-    x = x + nn.Embed(self.max_positions, self.hidden, name="position_embeddings")(jnp.arange(t))[None]
+    x = x + nn.Embed(self.max_positions, self.hidden, name="position_embeddings")(jnp.arange(ids.shape[1]))[None]
     x = x + nn.Embed(self.type_vocab, self.hidden, name="token_type_embeddings")(jnp.zeros_like(ids))
     x = nn.LayerNorm(epsilon=self.eps, name="embeddings_ln")(x)
     for i in range(self.layers):
@@ -83,10 +80,8 @@ def mean_pool(hidden: jax.Array, mask: jax.Array, *, normalize: bool = True) -> 
 
 
 class SentenceEncoder(BertEncoder):
-  """BERT + mean pooling + L2 norm: (ids [B, T], mask [B, T]) -> unit embeddings [B, hidden].
-
-  Same hyper-parameters as `BertEncoder` (inherited fields); the encoder sits in scope "bert".
-  """
+  """BERT + mean pooling + L2 norm: (ids [B, T], mask [B, T]) -> unit embeddings [B, hidden]; `BertEncoder`'s
+  hyper-parameters (inherited fields), the encoder in scope "bert"."""
 
   @nn.compact
   def __call__(self, ids: jax.Array, mask: jax.Array) -> jax.Array:

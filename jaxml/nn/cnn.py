@@ -8,9 +8,7 @@ __all__ = ["SmallCNN"]
 
 class SmallCNN(nn.Module):
   """`blocks` x (conv 3x3, `channels`, ReLU, 2x2 max-pool) -> Dense(hidden) ReLU -> Dense(features).
-
-  x: [B, H, W] or [B, H, W, C] -> [B, features]
-  """
+  x: [B, H, W] or [B, H, W, C] -> [B, features]"""
 
   features: int = 32
   channels: int = 32

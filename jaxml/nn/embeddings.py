@@ -11,20 +11,15 @@ __all__ = ["sinusoidal", "TimeIntervalEmbed"]
 
 def sinusoidal(t: jax.Array, dim: int, *, max_freq: float = 30.0, min_freq: float = 1.0) -> jax.Array:
   """Sin/cos features [B, dim] (dim even) of times [B], geometric angular frequencies in [min_freq, max_freq].
-
-  The top frequency is bounded so a finite-difference step delta moves the fastest feature by
-  `max_freq * delta` rad, well under 1 for delta = 0.01 (else the Euler difference is meaningless)."""
-  half = dim // 2
-  freqs = jnp.exp(jnp.linspace(math.log(min_freq), math.log(max_freq), half, dtype=t.dtype))
+  A bounded top frequency keeps a finite-difference step delta = 0.01 under 1 rad (`max_freq * delta`)."""
+  freqs = jnp.exp(jnp.linspace(math.log(min_freq), math.log(max_freq), dim // 2, dtype=t.dtype))
   ang = t[:, None] * freqs[None, :]
   return jnp.concatenate([jnp.sin(ang), jnp.cos(ang)], axis=-1)
 
 
 class TimeIntervalEmbed(nn.Module):
-  """Conditioning vector from (t, h = r - t) and an optional class label.
-
-  cond = MLP([sin(t); sin(h)]) + Embed(label); label `num_classes` is the null (unconditional) label.
-  """
+  """Conditioning vector cond = MLP([sin(t); sin(h)]) + Embed(label) from (t, h = r - t) and an optional
+  class label; label `num_classes` is the null (unconditional) label."""
 
   features: int = 128
   num_classes: int = 0

@@ -1,9 +1,9 @@
 """Graph neural network backbones with sparse message passing (GCN, GAT, APPNP).
 
-Graphs are edge lists `edges: [2, E] int32` (row 0 = source, row 1 = target), symmetric, without
-self-loops (the layers add them); messages are summed with `jax.ops.segment_sum` (O(E + N) memory).
-Features are dense `[N, F]` or `SparseFeatures` (COO; padding carries value 0). Every backbone returns
-logits [N, K], q [N, d] (the node-own first-layer latent `x W1`) and z [N, d] (the pre-logit latent)."""
+Graphs are edge lists `edges: [2, E] int32` (row 0 = source, row 1 = target), symmetric, without self-loops (the
+layers add them); messages are summed with `jax.ops.segment_sum` (O(E + N) memory). Features are dense `[N, F]` or
+`SparseFeatures` (COO; padding carries value 0). Every backbone returns logits [N, K], q [N, d] (the node-own
+first-layer latent `x W1`) and z [N, d] (the pre-logit latent)."""
 
 from typing import NamedTuple
 
@@ -82,10 +82,8 @@ class FirstLinear(nn.Module):
 
 
 class GCN(nn.Module):
-  """Two-layer GCN (Kipf & Welling): q = X W1, h = ReLU(Â q + b1), z = Â h, logits = z W2 + b2.
-
-  `Â(h W2) = (Â h) W2`, so this equals the usual GCNConv stack; dropout acts on h.
-  """
+  """Two-layer GCN (Kipf & Welling): q = X W1, h = ReLU(Â q + b1), z = Â h, logits = z W2 + b2; since
+  `Â(h W2) = (Â h) W2` this equals the usual GCNConv stack. Dropout acts on h."""
 
   num_classes: int
   num_features: int
@@ -106,9 +104,8 @@ class GCN(nn.Module):
 
 
 class GAT(nn.Module):
-  """Two-layer GAT (Veličković et al. 2018), edge softmax over in-edges (self-loops included):
-  e_ji = LeakyReLU(a_s·g_j + a_t·g_i), out_i = Σ_j softmax_j(e_ji) g_j; hidden heads concatenated + ELU,
-  one output head. q = X W1 (all heads), z = the hidden representation."""
+  """Two-layer GAT (Veličković et al. 2018), edge softmax over in-edges and self-loops: e_ji = LeakyReLU(a_s·g_j +
+  a_t·g_i), out_i = Σ_j softmax_j(e_ji) g_j; hidden heads concatenated + ELU, one output head; q = X W1, z hidden."""
 
   num_classes: int
   num_features: int
@@ -143,11 +140,8 @@ class GAT(nn.Module):
 
 
 class APPNP(nn.Module):
-  """APPNP (Gasteiger et al. 2019): an MLP then K steps of personalised PageRank with Â.
-
-  q = X W1, z = ReLU(q + b1) (after dropout), l0 = z W2 + b2,
-  l^{(k+1)} = (1 − a) Â l^{(k)} + a l0, logits = l^{(K)}.
-  """
+  """APPNP (Gasteiger et al. 2019), an MLP then K steps of personalised PageRank with Â: q = X W1,
+  z = ReLU(q + b1) (after dropout), l0 = z W2 + b2, l^{(k+1)} = (1 − a) Â l^{(k)} + a l0, logits = l^{(K)}."""
 
   num_classes: int
   num_features: int

@@ -9,10 +9,7 @@ __all__ = ["MLP"]
 
 
 class MLP(nn.Module):
-  """Dense layers with an activation between them; the last layer is linear.
-
-  x: [..., d_in] -> [..., features[-1]]
-  """
+  """Dense layers with an activation between them; the last layer is linear: [..., d_in] -> [..., features[-1]]."""
 
   features: Sequence[int]
   activation: Callable[[jax.Array], jax.Array] = nn.relu

@@ -1,8 +1,5 @@
-"""A small ResNet-style image network for the accelerator (`paper`) presets.
-
-GroupNorm instead of BatchNorm: no mutable batch statistics, so parameters are one plain
-tree that samplers, optimizers and checkpoints all treat alike.
-"""
+"""A small ResNet-style image network for the accelerator (`paper`) presets. GroupNorm, not BatchNorm: without
+mutable batch statistics the parameters are one plain tree that samplers, optimizers and checkpoints treat alike."""
 
 from typing import Sequence
 

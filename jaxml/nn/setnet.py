@@ -1,8 +1,5 @@
-"""Permutation-equivariant set network (point clouds) with a conditioning vector.
-
-Layer: `h_i <- h_i + MLP([h_i, mean_j h_j, max_j h_j, cond])`; per-point output. Because the
-pooled terms are symmetric functions of the set, `net(P x) = P net(x)` for every permutation P.
-"""
+"""Permutation-equivariant set network (point clouds) with a conditioning vector: layers
+`h_i <- h_i + MLP([h_i, mean_j h_j, max_j h_j, cond])`, symmetric pooling, so `net(P x) = P net(x)` for every P."""
 
 import flax.linen as nn
 import jax
@@ -19,9 +16,8 @@ class SetNet(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array, cond: jax.Array) -> jax.Array:
-    n = x.shape[1]
     h = nn.Dense(self.width)(x)
-    c = jnp.broadcast_to(cond[:, None, :], (cond.shape[0], n, cond.shape[-1]))
+    c = jnp.broadcast_to(cond[:, None, :], (cond.shape[0], x.shape[1], cond.shape[-1]))
     for _ in range(self.depth):
       mean = jnp.broadcast_to(h.mean(axis=1, keepdims=True), h.shape)
       mx = jnp.broadcast_to(h.max(axis=1, keepdims=True), h.shape)

@@ -1,7 +1,5 @@
-"""A small N-D U-Net (1-D signals, 2-D images) with FiLM conditioning, for flow-map models.
-
-Input `[B, *spatial, C]`, conditioning `[B, D]`; residual blocks (GroupNorm, SiLU, conv, FiLM) and
-self-attention at the lowest resolution; spatial sizes divisible by `2 ** (len(channels) - 1)`."""
+"""A small N-D U-Net (1-D signals, 2-D images) with FiLM conditioning, for flow-map models: input `[B, *spatial, C]`
+(sizes divisible by `2 ** (len(channels) - 1)`), conditioning `[B, D]`; attention at the lowest resolution."""
 
 from typing import Sequence
 
@@ -62,7 +60,6 @@ class UNet(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, cond: jax.Array) -> jax.Array:
     nd = x.ndim - 2
-    out_ch = x.shape[-1]
     h = nn.Conv(self.channels[0], (3,) * nd)(x)
     skips = []
     for level, ch in enumerate(self.channels):
@@ -84,4 +81,4 @@ class UNet(nn.Module):
       for _ in range(self.blocks):
         h = FiLMResBlock(ch, self.groups)(h, cond)
     h = nn.silu(nn.GroupNorm(_groups(h.shape[-1], self.groups))(h))
-    return nn.Conv(out_ch, (3,) * nd, kernel_init=nn.initializers.zeros)(h)
+    return nn.Conv(x.shape[-1], (3,) * nd, kernel_init=nn.initializers.zeros)(h)
