@@ -106,3 +106,26 @@ def test_the_best_record_is_placed_by_the_sharding_rules():
                     progress=False)
   assert int(result.state.best.step) == 2
   assert result.state.best.params["Dense_0"]["kernel"].sharding.spec == P(None, "model")
+
+
+def test_a_cadence_that_steps_per_dispatch_does_not_divide_is_still_kept():
+  # Dispatches of 4 steps with logging every 6: the dispatch before step 6 is cut short to land on it.
+  state, optimizer, data = toy.fresh_state()
+  writer = _Rows()
+  core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data), num_steps=12, log_every=6,
+           steps_per_dispatch=4, writer=writer, progress=False)
+  assert [s for s, keys in writer.rows if "train/loss" in keys] == [6, 12]
+
+
+def test_selection_logs_the_checked_value_and_the_best_so_far():
+  state, optimizer, data = toy.fresh_state()
+  eval_step = core.step.make_eval_step(lambda p, b: toy.mlp_loss(p, b, None)[1])
+  writer = _Values()
+  result = core.fit(state, core.make_train_step(toy.mlp_loss, optimizer), toy.batch_fn(data), num_steps=4,
+                    log_every=2, eval_step=eval_step, eval_batches=lambda: [data], eval_every=2,
+                    select=core.Selection("mae", "min"), writer=writer, progress=False)
+  checks = [v for v in writer.values if "select/mae" in v]
+  evals = [v["eval/mae"] for v in writer.values if "eval/mae" in v]
+  assert [c["select/mae"] for c in checks] == pytest.approx(evals)
+  assert checks[-1]["select/best"] == pytest.approx(min(evals))
+  assert checks[-1]["select/best"] == pytest.approx(float(result.state.best.metric))
