@@ -87,20 +87,10 @@ def train_config(config) -> dict:
               steps_per_dispatch=int(config.steps_per_dispatch))
 
 
-def train_backbone(config, model, batch: Mapping[str, np.ndarray], *, seed: int, num_members: int = 1,
-                   workdir: str | None = None, name: str = "backbone",
-                   writer: core.MetricWriter | None = None) -> tuple[core.TrainResult, Any, Any, float]:
-  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with validation
-  selection; returns (result, stacked params, member-0 params, seconds). Member 0 is the model a single run trains,
-  so the probe's backbone does not depend on the ensemble."""
-  t0 = time.perf_counter()
-  res = core.train(bb.make_backbone_method(model, l2=float(config.train.l2), num_members=num_members),
-                   lambda _step: batch, train_config(config), workdir=workdir, seed=seed, name=name, writer=writer,
-                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
-                   select=bb.selection(int(config.train.patience), int(config.train.eval_every)),
-                   shard_batch_rows=False, progress=bool(config.progress))
-  params = bb.member(res.params, 0) if num_members > 1 else res.params
-  return res, res.params, params, time.perf_counter() - t0
+def train_backbone(config, model, batch: Mapping[str, np.ndarray], **kwargs: Any):
+  """bb.train_backbone with the config's optimizer, loop, weight decay, patience and progress."""
+  return bb.train_backbone(model, batch, train_config(config), l2=float(config.train.l2),
+                           patience=int(config.train.patience), progress=bool(config.progress), **kwargs)
 
 
 def shift_functions(config, shifts: Mapping[str, graph_shift.ShiftFn] | None) -> dict[str, graph_shift.ShiftFn]:

@@ -5,6 +5,7 @@ A batch is the whole graph: COO features feat_rows / feat_cols / feat_vals, edge
 (coupled, as torch Adam's weight_decay); early stopping on validation cross-entropy via `core.Selection`."""
 
 import functools
+import time
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -17,7 +18,7 @@ from jaxml import core
 from jaxml.nn.gnn import APPNP, GAT, GCN, SparseFeatures
 
 __all__ = ["BACKBONES", "sparse_features", "batch_features", "make_backbone", "make_backbone_method",
-           "selection", "member_keys", "member", "forward", "forward_eval",
+           "selection", "train_backbone", "member_keys", "member", "forward", "forward_eval",
            "ensemble_logits", "mc_logits", "masked_mean", "l2_penalty"]
 
 BACKBONES = ("gcn", "gat", "appnp")
@@ -122,6 +123,23 @@ def selection(patience: int, eval_every: int = 1) -> core.Selection:
   """Early stopping on validation cross-entropy for `core.train`: the best parameters (per member of a stacked
   ensemble) are kept; training ends once every member has gone `patience` epochs (checked every `eval_every`)."""
   return core.Selection("val_ce", "min", every=int(eval_every), patience=-(-int(patience) // int(eval_every)))
+
+
+def train_backbone(model: nn.Module, batch: Mapping[str, Any], train_cfg: Mapping[str, Any], *, l2: float,
+                   patience: int, seed: int, num_members: int = 1, workdir: str | None = None,
+                   name: str = "backbone", writer: core.MetricWriter | None = None,
+                   progress: bool = False) -> tuple[core.TrainResult, Any, Any, float]:
+  """Trains the backbone (stacked with `num_members` - 1 deep-ensemble members) through core.train with
+  validation selection; `train_cfg` is what core.train reads (its eval_every also paces the selection).
+  Returns (result, stacked params, member-0 params, seconds). Member 0 is the model a single run trains, so the
+  probe's backbone does not depend on the ensemble."""
+  t0 = time.perf_counter()
+  res = core.train(make_backbone_method(model, l2=l2, num_members=num_members), lambda _step: batch, train_cfg,
+                   workdir=workdir, seed=seed, name=name, writer=writer,
+                   init_rng=jax.random.split(jax.random.key(seed))[0], eval_batches=[batch],
+                   select=selection(patience, int(train_cfg["eval_every"])), shard_batch_rows=False, progress=progress)
+  params = member(res.params, 0) if num_members > 1 else res.params
+  return res, res.params, params, time.perf_counter() - t0
 
 
 def forward_eval(model: nn.Module, params: Any, batch: Mapping[str, Any]) -> dict:
