@@ -8,10 +8,12 @@ BASELINES = ("msp", "entropy", "temp_scaling", "energy", "gnnsafe", "maha_q", "m
 GRID: dict[str, dict] = {f"grid_{r}_a{a}": dict(propagation=r, teleport=a) for r in ("strength", "log", "tau")
                          for a in (0.1, 0.3, 0.5)}
 GRID["grid_none"] = dict(propagation="none")
+# misclassification read-outs (`ProbeConfig.misc_readout`); `probe.score` returns each under its name and the chosen
+# one as 'misc'
+MISC_READOUTS = ("u_alea", "class_split", "total_entropy", "expected_entropy", "dissonance", "msp")
 # misclassification read-out rows (chosen on the same validation benchmark; `experiments.eviprobe_graphs.misc_choice`):
-# X-EviProbe with only `misc_readout` changed (the values of `probe.MISC_READOUTS`), so their OOD scores equal OURS's
-MISC_GRID: dict[str, dict] = {f"misc_{r}": dict(misc_readout=r) for r in ("u_alea", "class_split", "total_entropy",
-                                                                             "expected_entropy", "dissonance", "msp")}
+# X-EviProbe with only `misc_readout` changed, so their OOD scores equal OURS's
+MISC_GRID: dict[str, dict] = {f"misc_{r}": dict(misc_readout=r) for r in MISC_READOUTS}
 # the extension's guards γ_o (own, too far) x γ_c (centre, too close), chosen on the same validation benchmark
 GUARD_VALUES = (0.0, 0.02, 0.05, 0.1, 0.2)
 GUARD_GRID: dict[str, dict] = {f"guard_o{o}_c{c}": dict(own_guard=o, centre_guard=c)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaincc, log_ndtr
 
+from jaxml.eviprobe.defaults import MISC_READOUTS
 from jaxml.eviprobe.readouts import dirichlet_readouts
 from jaxml.nn.gnn import gcn_norm_weights, propagate, row_norm_weights
 
@@ -36,8 +37,6 @@ TYPICALITIES = ("rbf", "chi2", "conformal", "cosine")
 FUSIONS = ("product", "latent", "output")
 PROPAGATIONS = ("strength", "tau", "classwise", "log", "none")
 LATENTS = ("q", "z", "both")
-# misclassification read-outs (`ProbeConfig.misc_readout`); `score` returns each under its name and the chosen one as 'misc'
-MISC_READOUTS = ("u_alea", "class_split", "total_entropy", "expected_entropy", "dissonance", "msp")
 
 
 class ProbeConfig(NamedTuple):
