@@ -87,7 +87,8 @@ def train_config(config) -> dict:
               steps_per_dispatch=int(config.steps_per_dispatch))
 
 
-def train_backbone(config, model, batch: Mapping[str, np.ndarray], **kwargs: Any):
+def train_backbone(config, model, batch: Mapping[str, np.ndarray],
+                   **kwargs: Any) -> tuple[core.TrainResult, Any, Any, float]:
   """bb.train_backbone with the config's optimizer, loop, weight decay, patience and progress."""
   return bb.train_backbone(model, batch, train_config(config), l2=float(config.train.l2),
                            patience=int(config.train.patience), progress=bool(config.progress), **kwargs)
